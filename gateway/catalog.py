@@ -1,0 +1,478 @@
+"""The merger: many upstream prompt lists presented as one.
+
+Names become ``<namespace><sep><name>`` (or stay as they are on an unprefixed mount); every other field
+passes through untouched. A listing fans out concurrently to every upstream not yet exhausted and
+merges their pages in config order under one composite cursor (see ``cursor.py``). ``prompts/get``
+and ``completion/complete`` are routed by *exact* name: a request is forwarded only for a name the
+upstream itself listed and policy lets through, so no spelling trick reaches a hidden prompt.
+
+Pages are cached per upstream and cursor when the upstream announces list changes; ``invalidate()``
+(called on its list_changed, connect or disconnect) drops that upstream's cache and name index.
+No I/O happens here other than through ``PromptSource.request``, so it is tested with in-memory fakes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar
+
+import anyio
+import structlog
+from pydantic import ValidationError
+
+from gateway.cursor import START, CursorCodec, CursorTooLarge, ListingPosition, PagePosition
+from gateway.errors import (
+    GatewayError,
+    InvalidParams,
+    UnknownPrompt,
+    UpstreamError,
+    UpstreamProtocolError,
+    UpstreamRejected,
+    UpstreamUnavailable,
+)
+from gateway.policy import ALLOW_ALL, Rules
+from gateway.protocol.models import (
+    CompleteParams,
+    CompleteResult,
+    GetPromptParams,
+    GetPromptResult,
+    ListParams,
+    ListPromptsResult,
+    PromptRef,
+    describe,
+    parse_params,
+)
+
+MAX_UPSTREAM_CURSOR_CHARS = 2048
+MAX_INDEX_PAGES = 2000
+MAX_INDEX_PROMPTS = 100_000
+MAX_EMPTY_ROUNDS = 32
+MISS_REFRESH_INTERVAL_S = 1.0
+UNAVAILABLE_META_KEY = "prompt-gateway/unavailable"
+
+log = structlog.get_logger("gateway.catalog")
+_T = TypeVar("_T")
+
+
+class PromptSource(Protocol):
+    """What the catalog needs from an upstream connector (or an in-memory fake)."""
+
+    namespace: str
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def announces_list_changes(self) -> bool: ...
+
+    @property
+    def completes(self) -> bool: ...
+
+    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Mount:
+    """An upstream as the catalog sees it: where its names live and which of them it may show."""
+
+    source: PromptSource
+    prefix: str  # "<namespace><sep>", or "" for an unprefixed mount
+    rules: Rules = ALLOW_ALL  # the upstream's own policy, on its own names
+
+    @property
+    def namespace(self) -> str:
+        return self.source.namespace
+
+    def public_name(self, local: str) -> str:
+        return self.prefix + local
+
+    def local_name(self, public: str) -> str | None:
+        """The upstream's own name for a public name, or None when the name is not under this mount."""
+        if not self.prefix:
+            return public
+        return public[len(self.prefix) :] if public.startswith(self.prefix) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    prompts: tuple[dict[str, Any], ...]
+    next_cursor: str | None
+
+
+@dataclass
+class _MountState:
+    epoch: int = 0
+    pages: dict[str | None, Page] = field(default_factory=dict)
+    index: dict[str, dict[str, Any]] | None = None
+    index_built_at: float = -math.inf
+    logged_collisions: set[str] = field(default_factory=set)
+
+
+class _SingleFlight:
+    """Concurrent callers asking for the same key share one upstream request."""
+
+    def __init__(self) -> None:
+        self._running: dict[Any, tuple[anyio.Event, list[Any]]] = {}
+
+    async def run(self, key: Any, fetch: Callable[[], Awaitable[_T]]) -> _T:
+        running = self._running.get(key)
+        if running is not None:
+            event, outcome = running
+            await event.wait()
+            if outcome and isinstance(outcome[0], BaseException):
+                raise outcome[0]
+            if outcome:
+                return outcome[0]  # type: ignore[no-any-return]
+            return await self.run(key, fetch)  # the first caller was cancelled: try ourselves
+        event, outcome = anyio.Event(), []
+        self._running[key] = (event, outcome)
+        try:
+            result = await fetch()
+            outcome.append(result)
+            return result
+        except Exception as exc:
+            outcome.append(exc)
+            raise
+        finally:
+            del self._running[key]
+            event.set()
+
+
+@dataclass(frozen=True, slots=True)
+class Collision:
+    name: str
+    winner: str
+    loser: str
+
+
+class Catalog:
+    def __init__(
+        self,
+        mounts: Sequence[Mount],
+        *,
+        codec: CursorCodec,
+        generation: str,
+        policy: Rules = ALLOW_ALL,
+        page_size: int | None = None,
+        on_upstream_error: Literal["skip", "fail"] = "skip",
+    ) -> None:
+        self.mounts = tuple(mounts)
+        self._codec = codec
+        self._generation = generation
+        self._policy = policy
+        self._page_size = page_size
+        self._on_upstream_error = on_upstream_error
+        self._states = [_MountState() for _ in self.mounts]
+        self._by_namespace = {m.namespace: i for i, m in enumerate(self.mounts)}
+        self._flights = _SingleFlight()
+        # Collisions are possible only where an unprefixed mount shares the name space with others.
+        self._first_unprefixed = next((i for i, m in enumerate(self.mounts) if not m.prefix), len(self.mounts))
+
+    def invalidate(self, namespace: str) -> None:
+        index = self._by_namespace.get(namespace)
+        if index is not None:
+            self._states[index] = _MountState(epoch=self._states[index].epoch + 1)
+
+    # ---- upstream pages and indexes ----------------------------------------------------------
+
+    async def _page(self, i: int, cursor: str | None) -> Page:
+        mount, state = self.mounts[i], self._states[i]
+        cached = state.pages.get(cursor)
+        if cached is not None:
+            return cached
+        epoch = state.epoch
+        page = await self._flights.run((i, epoch, cursor), lambda: self._fetch_page(mount, cursor))
+        state = self._states[i]
+        if mount.source.announces_list_changes and state.epoch == epoch:
+            state.pages[cursor] = page
+        return page
+
+    @staticmethod
+    async def _fetch_page(mount: Mount, cursor: str | None) -> Page:
+        params = None if cursor is None else {"cursor": cursor}
+        raw = await mount.source.request("prompts/list", params)
+        try:
+            result = ListPromptsResult.model_validate(raw)
+        except ValidationError as exc:
+            raise UpstreamProtocolError(mount.namespace, f"sent an invalid prompts/list result: {describe(exc)}") \
+                from exc
+        if result.nextCursor is not None and len(result.nextCursor) > MAX_UPSTREAM_CURSOR_CHARS:
+            raise UpstreamProtocolError(mount.namespace, f"sent a cursor over {MAX_UPSTREAM_CURSOR_CHARS} characters")
+        return Page(tuple(raw["prompts"]), result.nextCursor)
+
+    async def _index(self, i: int, *, refresh: bool = False) -> dict[str, dict[str, Any]]:
+        """All of one upstream's prompts by their own names (first of a duplicated name wins)."""
+        state = self._states[i]
+        if state.index is not None and not refresh:
+            return state.index
+        epoch = state.epoch
+        index = await self._flights.run(("index", i, epoch, refresh), lambda: self._build_index(i))
+        state = self._states[i]
+        if state.epoch == epoch:
+            state.index, state.index_built_at = index, time.monotonic()
+        return index
+
+    async def _build_index(self, i: int) -> dict[str, dict[str, Any]]:
+        mount = self.mounts[i]
+        index: dict[str, dict[str, Any]] = {}
+        cursor: str | None = None
+        seen_cursors: set[str] = set()
+        for _ in range(MAX_INDEX_PAGES):
+            page = await self._page(i, cursor)
+            for prompt in page.prompts:
+                index.setdefault(prompt["name"], prompt)
+            if len(index) > MAX_INDEX_PROMPTS:
+                raise UpstreamProtocolError(mount.namespace, f"lists more than {MAX_INDEX_PROMPTS} prompts")
+            if page.next_cursor is None:
+                return index
+            if page.next_cursor in seen_cursors:
+                raise UpstreamProtocolError(mount.namespace, "repeats a cursor: its listing never ends")
+            seen_cursors.add(page.next_cursor)
+            cursor = page.next_cursor
+        raise UpstreamProtocolError(mount.namespace, f"lists more than {MAX_INDEX_PAGES} pages")
+
+    async def _lookup(self, i: int, local: str) -> dict[str, Any] | None:
+        """The prompt an upstream lists under ``local``; a miss re-lists an upstream that never announces
+        changes (at most once a second, so unknown names cannot be used to hammer it)."""
+        index = await self._index(i)
+        if local in index:
+            return index[local]
+        mount, state = self.mounts[i], self._states[i]
+        if not mount.source.announces_list_changes and \
+                time.monotonic() - state.index_built_at >= MISS_REFRESH_INTERVAL_S:
+            return (await self._index(i, refresh=True)).get(local)
+        return None
+
+    # ---- visibility ----------------------------------------------------------------------------
+
+    def _visible(self, i: int, local: str, public: str, viewer: Rules | None) -> bool:
+        return (
+            self.mounts[i].rules.allows(local)
+            and self._policy.allows(public)
+            and (viewer is None or viewer.allows(public))
+        )
+
+    async def _owned_earlier(self, i: int, public: str) -> str | None:
+        """The namespace of an earlier mount that shows the same public name (first in config wins)."""
+        if i <= self._first_unprefixed and self.mounts[i].prefix:
+            return None
+        for j in range(i):
+            mount = self.mounts[j]
+            local = mount.local_name(public)
+            if local is None or not mount.source.ready or not mount.rules.allows(local):
+                continue
+            try:
+                if local in await self._index(j):
+                    return mount.namespace
+            except UpstreamError:
+                continue
+        return None
+
+    async def _note_collision(self, i: int, public: str) -> bool:
+        winner = await self._owned_earlier(i, public)
+        if winner is None:
+            return False
+        state = self._states[i]
+        if public not in state.logged_collisions:
+            state.logged_collisions.add(public)
+            log.warning("prompt_name_collision", name=public, shown_from=winner, hidden_from=self.mounts[i].namespace)
+        return True
+
+    # ---- prompts/list --------------------------------------------------------------------------
+
+    async def list_prompts(self, params: dict[str, Any] | None, *, viewer: Rules | None = None) -> dict[str, Any]:
+        cursor = parse_params(ListParams, params).cursor
+        if cursor is None:
+            position = ListingPosition(self._generation, tuple(START for _ in self.mounts))
+        else:
+            position = self._codec.decode(cursor, generation=self._generation, upstream_count=len(self.mounts))
+        prompts: list[dict[str, Any]] = []
+        unavailable: list[str] = []
+        for _ in range(MAX_EMPTY_ROUNDS):
+            position = await self._list_round(position, prompts, unavailable, viewer)
+            if prompts or position.finished:
+                break
+        result: dict[str, Any] = {"prompts": prompts}
+        if not position.finished:
+            try:
+                result["nextCursor"] = self._codec.encode(position)
+            except CursorTooLarge as exc:
+                raise GatewayError("Internal error: the upstreams' cursors do not fit in one cursor") from exc
+        if unavailable:
+            result["_meta"] = {UNAVAILABLE_META_KEY: unavailable}
+        return result
+
+    async def _list_round(
+        self,
+        position: ListingPosition,
+        out: list[dict[str, Any]],
+        unavailable: list[str],
+        viewer: Rules | None,
+    ) -> ListingPosition:
+        pages: dict[int, Page | UpstreamError] = {}
+
+        async def fetch(i: int, at: PagePosition) -> None:
+            try:
+                if not self.mounts[i].source.ready:
+                    raise UpstreamUnavailable(self.mounts[i].namespace, "is not connected")
+                pages[i] = await self._page(i, at.cursor)
+            except UpstreamError as exc:
+                pages[i] = exc
+
+        async with anyio.create_task_group() as tg:
+            for i, at in enumerate(position.upstreams):
+                if at is not None:
+                    tg.start_soon(fetch, i, at)
+
+        room = self._page_size - len(out) if self._page_size is not None else math.inf
+        upstreams = list(position.upstreams)
+        for i, at in enumerate(position.upstreams):
+            if at is None:
+                continue
+            page = pages[i]
+            if isinstance(page, UpstreamError):
+                if self._on_upstream_error == "fail":
+                    raise page
+                log.warning("upstream_left_out_of_listing", upstream=self.mounts[i].namespace, error=page.message)
+                unavailable.append(self.mounts[i].namespace)
+                upstreams[i] = None  # a later page must not wait for it: it announces its return
+                continue
+            consumed = at.offset
+            while consumed < len(page.prompts) and room > 0:
+                prompt = page.prompts[consumed]
+                consumed += 1
+                local = prompt["name"]
+                public = self.mounts[i].public_name(local)
+                if not self._visible(i, local, public, viewer) or await self._note_collision(i, public):
+                    continue
+                out.append(prompt if public == local else {**prompt, "name": public})
+                room -= 1
+            if consumed < len(page.prompts):
+                upstreams[i] = PagePosition(at.cursor, consumed)
+            elif page.next_cursor is None:
+                upstreams[i] = None
+            else:
+                upstreams[i] = PagePosition(page.next_cursor, 0)
+        return ListingPosition(position.generation, tuple(upstreams))
+
+    async def all_prompts(self, *, viewer: Rules | None = None) -> dict[str, Any]:
+        """Every page of the unified listing, concatenated (the CLI's ``list``)."""
+        prompts: list[dict[str, Any]] = []
+        unavailable: list[str] = []
+        params: dict[str, Any] | None = None
+        while True:
+            page = await self.list_prompts(params, viewer=viewer)
+            prompts.extend(page["prompts"])
+            unavailable.extend(page.get("_meta", {}).get(UNAVAILABLE_META_KEY, []))
+            if "nextCursor" not in page:
+                return {"prompts": prompts, "unavailable": sorted(set(unavailable))}
+            params = {"cursor": page["nextCursor"]}
+
+    # ---- routing -------------------------------------------------------------------------------
+
+    async def _resolve(self, public: str, viewer: Rules | None) -> tuple[Mount, str, dict[str, Any]]:
+        """The mount, local name and listing entry behind a public name, or UnknownPrompt."""
+        if not self._policy.allows(public) or (viewer is not None and not viewer.allows(public)):
+            raise UnknownPrompt(public)
+        for i, mount in enumerate(self.mounts):
+            local = mount.local_name(public)
+            if local is None or not mount.rules.allows(local):
+                continue
+            if not mount.source.ready:
+                if mount.prefix:
+                    raise UpstreamUnavailable(mount.namespace, "is not connected")
+                continue
+            try:
+                entry = await self._lookup(i, local)
+            except UpstreamError:
+                if mount.prefix:
+                    raise
+                continue
+            if entry is not None:
+                return mount, local, entry
+        raise UnknownPrompt(public)
+
+    async def get_prompt(self, params: dict[str, Any] | None, *, viewer: Rules | None = None) -> dict[str, Any]:
+        request = parse_params(GetPromptParams, params)
+        mount, local, entry = await self._resolve(request.name, viewer)
+        _check_required_arguments(request.name, entry, request.arguments or {})
+        raw = await mount.source.request("prompts/get", {**(params or {}), "name": local})
+        try:
+            GetPromptResult.model_validate(raw)
+        except ValidationError as exc:
+            raise UpstreamProtocolError(mount.namespace, f"sent an invalid prompts/get result: {describe(exc)}") \
+                from exc
+        return raw
+
+    async def complete(self, params: dict[str, Any] | None, *, viewer: Rules | None = None) -> dict[str, Any]:
+        request = parse_params(CompleteParams, params)
+        if not isinstance(request.ref, PromptRef):
+            raise InvalidParams("Invalid params: this gateway serves prompts; it completes ref/prompt only")
+        mount, local, _ = await self._resolve(request.ref.name, viewer)
+        empty = {"completion": {"values": [], "total": 0, "hasMore": False}}
+        if not mount.source.completes:
+            return empty
+        forwarded = {**(params or {}), "ref": {**(params or {})["ref"], "name": local}}
+        try:
+            raw = await mount.source.request("completion/complete", forwarded)
+        except UpstreamRejected as exc:
+            if exc.code == -32601:  # a 2024-11-05 server without completion support
+                return empty
+            raise
+        try:
+            CompleteResult.model_validate(raw)
+        except ValidationError as exc:
+            raise UpstreamProtocolError(mount.namespace, f"sent an invalid completion result: {describe(exc)}") \
+                from exc
+        return raw
+
+    # ---- reports ---------------------------------------------------------------------------------
+
+    async def prompt_counts(self) -> dict[str, int | UpstreamError]:
+        """Per upstream, how many prompts it lists (before policy), or why it could not be listed."""
+        counts: dict[str, int | UpstreamError] = {}
+
+        async def count(i: int) -> None:
+            mount = self.mounts[i]
+            try:
+                if not mount.source.ready:
+                    raise UpstreamUnavailable(mount.namespace, "is not connected")
+                counts[mount.namespace] = len(await self._index(i))
+            except UpstreamError as exc:
+                counts[mount.namespace] = exc
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(self.mounts)):
+                tg.start_soon(count, i)
+        return {m.namespace: counts[m.namespace] for m in self.mounts}
+
+    async def collisions(self) -> list[Collision]:
+        found: list[Collision] = []
+        for i, mount in enumerate(self.mounts):
+            if not mount.source.ready or (i <= self._first_unprefixed and mount.prefix):
+                continue
+            try:
+                index = await self._index(i)
+            except UpstreamError:
+                continue
+            for local in index:
+                public = mount.public_name(local)
+                if mount.rules.allows(local):
+                    winner = await self._owned_earlier(i, public)
+                    if winner is not None:
+                        found.append(Collision(public, winner, mount.namespace))
+        return found
+
+
+def _check_required_arguments(name: str, entry: dict[str, Any], arguments: dict[str, str]) -> None:
+    declared = entry.get("arguments") or ()
+    missing = [
+        arg["name"] for arg in declared
+        if isinstance(arg, dict) and arg.get("required") is True and arg.get("name") not in arguments
+    ]
+    if missing:
+        raise InvalidParams(f"Missing required argument{'s' if len(missing) > 1 else ''} for prompt {name}: "
+                            + ", ".join(missing))

@@ -1,0 +1,180 @@
+"""TOML configuration -> validated, frozen pydantic models.
+
+Errors name the key path (``upstreams[1].namespace: ...``) because a config is written by hand.
+``${VAR}`` expands from the environment before validation (``$${`` is a literal ``${``); a missing
+variable is an error, never an empty string: a silently empty token is how secrets leak or locks open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from gateway.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+NAMESPACE_PATTERN = r"^[A-Za-z0-9_-]+$"
+_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PolicyRules(_Section):
+    """Glob rules; deny wins over allow. An empty ``allow`` list hides everything."""
+
+    allow: tuple[str, ...] = ("*",)
+    deny: tuple[str, ...] = ()
+
+
+class GatewaySettings(_Section):
+    namespace_separator: str = Field("__", min_length=1, max_length=8)
+    cursor_secret: str | None = Field(None, min_length=16)
+    page_size: int | None = Field(None, ge=1, le=10_000)
+    max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    list_changed_debounce_s: float = Field(0.05, ge=0, le=10)
+
+    @field_validator("namespace_separator")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if not value.isprintable() or value.strip() != value:
+            raise ValueError("must be printable with no surrounding whitespace")
+        return value
+
+
+class ServerSettings(_Section):
+    transport: Literal["stdio"] = "stdio"
+
+
+class StdioUpstream(_Section):
+    namespace: str = Field(pattern=NAMESPACE_PATTERN, max_length=64)
+    transport: Literal["stdio"] = "stdio"
+    prefix: bool = True
+    command: str = Field(min_length=1)
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    timeout_s: float = Field(30.0, gt=0, le=3600)
+    policy: PolicyRules = PolicyRules()
+
+
+def _transport_of(value: Any) -> str:
+    if isinstance(value, dict):
+        transport = value.get("transport", "stdio")
+        return transport if isinstance(transport, str) else ""
+    return str(getattr(value, "transport", ""))
+
+
+Upstream = Annotated[Annotated[StdioUpstream, Tag("stdio")], Discriminator(_transport_of)]
+
+
+class Config(_Section):
+    gateway: GatewaySettings = GatewaySettings()
+    server: ServerSettings = ServerSettings()
+    upstreams: tuple[Upstream, ...] = ()
+    policy: PolicyRules = PolicyRules()
+
+    @model_validator(mode="after")
+    def _namespaces_are_unambiguous(self) -> Config:
+        sep = self.gateway.namespace_separator
+        seen: set[str] = set()
+        for index, upstream in enumerate(self.upstreams):
+            where = f"upstreams[{index}].namespace"
+            if upstream.namespace in seen:
+                raise ValueError(f"{where}: {upstream.namespace!r} is used by an earlier upstream")
+            seen.add(upstream.namespace)
+            # The separator may occur in "<namespace><sep>" only as the separator itself: then the
+            # first occurrence in a prefixed name always ends the namespace, and prefixed names of
+            # different upstreams can never collide ("a_" + "__" would read as "a" + "__" + "_...").
+            if (upstream.namespace + sep).find(sep) != len(upstream.namespace):
+                raise ValueError(f"{where}: {upstream.namespace!r} may not contain or end in part of "
+                                 f"the namespace separator {sep!r}")
+        return self
+
+    @property
+    def generation(self) -> str:
+        """Identifies the upstream layout a cursor was issued under; a cursor from another layout is stale."""
+        layout = "\x00".join(f"{u.namespace}:{int(u.prefix)}" for u in self.upstreams)
+        return hashlib.sha256(f"{self.gateway.namespace_separator}\x00{layout}".encode()).hexdigest()[:12]
+
+
+def expand_variables(value: Any, environ: Mapping[str, str], path: str = "") -> Any:
+    """Replace ``${VAR}`` in every string of a parsed TOML tree."""
+    if isinstance(value, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name is None:
+                return "$"
+            if name not in environ:
+                raise ConfigError(f"{path or '(root)'}: environment variable {name} is not set")
+            return environ[name]
+
+        return _VARIABLE.sub(substitute, value)
+    if isinstance(value, dict):
+        return {k: expand_variables(v, environ, f"{path}.{k}" if path else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_variables(v, environ, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("stdio",) or str(part).startswith("function-"):
+            continue  # the discriminator's tag is not a key the user wrote
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def parse_config(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Config:
+    expanded = expand_variables(dict(data), os.environ if environ is None else environ)
+    try:
+        return Config.model_validate(expanded)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            message = str(error["msg"]).removeprefix("Value error, ")
+            where = _key_path(tuple(error["loc"]))
+            if error["type"] == "extra_forbidden":
+                message = "unknown key"
+            elif error["type"] == "union_tag_invalid":
+                message = f"transport must be one of {error['ctx']['expected_tags']}"
+            problems.append(f"{where}: {message}" if where else message)
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from exc
+
+
+def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_config(data, environ)

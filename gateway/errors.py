@@ -1,0 +1,119 @@
+"""Every error the gateway raises, each knowing the JSON-RPC code it becomes at the front end.
+
+    GatewayError
+     ├── ConfigError                 bad TOML / values; names the key path (never reaches a client)
+     ├── ClientError                 the client's request is at fault
+     │    ├── ParseError             -32700  not JSON
+     │    ├── InvalidRequest         -32600  JSON, but not a JSON-RPC request
+     │    ├── MethodNotFound         -32601  unknown method or undeclared capability
+     │    └── InvalidParams          -32602  bad params, unknown prompt, bad cursor, missing argument
+     │         ├── UnknownPrompt
+     │         └── InvalidCursor
+     └── UpstreamError               -32603  something behind the gateway failed; never blames the client
+          ├── UpstreamUnavailable    not connected / went away mid-request
+          ├── UpstreamTimeout        no answer within the upstream's timeout_s
+          ├── UpstreamProtocolError  answered, but not with a valid MCP result
+          └── UpstreamRejected       answered with a JSON-RPC error: its code/message/data are relayed
+
+Errors are translated at the boundaries (transport, rpc, front end) with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+
+class GatewayError(Exception):
+    """Root of the tree; carries the JSON-RPC error code it maps to."""
+
+    code: int = INTERNAL_ERROR
+
+    def __init__(self, message: str, *, data: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+    def to_error_object(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ConfigError(GatewayError):
+    """The configuration cannot be used; the message names the key path."""
+
+
+class ClientError(GatewayError):
+    """The request is at fault."""
+
+
+class ParseError(ClientError):
+    code = PARSE_ERROR
+
+
+class InvalidRequest(ClientError):
+    code = INVALID_REQUEST
+
+
+class MethodNotFound(ClientError):
+    code = METHOD_NOT_FOUND
+
+
+class InvalidParams(ClientError):
+    code = INVALID_PARAMS
+
+
+class UnknownPrompt(InvalidParams):
+    """Also raised for a prompt that policy hides, so that hidden and absent look identical."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Unknown prompt: {name}")
+        self.name = name
+
+
+class InvalidCursor(InvalidParams):
+    def __init__(self, reason: str) -> None:
+        # The reason is logged, not sent: a prober learns nothing about the cursor's format.
+        super().__init__("Invalid cursor")
+        self.reason = reason
+
+
+class UpstreamError(GatewayError):
+    """Something behind the gateway failed; the message names the upstream."""
+
+    code = INTERNAL_ERROR
+
+    def __init__(self, upstream: str, message: str, *, data: Any = None) -> None:
+        super().__init__(f"Upstream '{upstream}' {message}", data=data)
+        self.upstream = upstream
+
+
+class UpstreamUnavailable(UpstreamError):
+    pass
+
+
+class UpstreamTimeout(UpstreamError):
+    pass
+
+
+class UpstreamProtocolError(UpstreamError):
+    pass
+
+
+class UpstreamRejected(UpstreamError):
+    """The upstream answered with a JSON-RPC error; the client sees the upstream's own code and message."""
+
+    def __init__(self, upstream: str, error: dict[str, Any]) -> None:
+        code = error.get("code")
+        message = error.get("message")
+        super().__init__(upstream, f"answered with error {code}: {message}")
+        self.code = code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR
+        self.message = message if isinstance(message, str) else "Upstream error"
+        self.data = error.get("data")

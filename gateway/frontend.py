@@ -1,0 +1,145 @@
+"""The MCP server side: one ``ClientSession`` per connected client, and the ``Hub`` that fans
+``notifications/prompts/list_changed`` out to every initialized session.
+
+A session is transport-agnostic: a front end (stdio now, HTTP later) feeds it requests through an
+``RpcPeer`` and gives it a way to send notifications. Session states live in ``_ALLOWED``:
+
+    new ──initialize──► initializing ──notifications/initialized──► ready ──► closed
+
+Requests other than ping before ``initialize`` are refused; requests after the initialize answer
+but before ``initialized`` are served (clients race it, and nothing here depends on it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import anyio
+import structlog
+
+from gateway import __version__
+from gateway.catalog import Catalog
+from gateway.errors import InvalidRequest, MethodNotFound
+from gateway.policy import Rules
+from gateway.protocol.jsonrpc import Notification, Request
+from gateway.protocol.versions import negotiate
+
+SessionState = Literal["new", "initializing", "ready", "closed"]
+SERVER_INFO = {"name": "mcp-prompt-gateway", "title": "MCP Prompt Gateway", "version": __version__}
+
+_ALLOWED: dict[SessionState, frozenset[str]] = {
+    "new": frozenset({"initialize", "ping"}),
+    "initializing": frozenset({"ping", "prompts/list", "prompts/get", "completion/complete"}),
+    "ready": frozenset({"ping", "prompts/list", "prompts/get", "completion/complete"}),
+    "closed": frozenset(),
+}
+_KNOWN_METHODS = frozenset().union(*_ALLOWED.values())
+
+SendNotification = Callable[[str, dict[str, Any] | None], Awaitable[None]]
+
+
+class _Coalescing:
+    """A pending-notification flag: many sets before the sender wakes make one notification."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+        self._event = anyio.Event()
+
+
+class ClientSession:
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        completions: Callable[[], bool],
+        viewer: Rules | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        self._catalog = catalog
+        self._offers_completions = completions
+        self._completions = False  # fixed at initialize: capabilities do not change within a session
+        self._viewer = viewer
+        self.state: SessionState = "new"
+        self.protocol_version: str | None = None
+        self.client_info: dict[str, Any] = {}
+        self._list_changed = _Coalescing()
+        self.log = structlog.get_logger("gateway.session").bind(session=session_id)
+
+    async def handle_request(self, request: Request) -> dict[str, Any]:
+        method = request.method
+        if method not in _ALLOWED[self.state]:
+            if method == "initialize":
+                raise InvalidRequest("Invalid Request: the session is already initialized")
+            if method in _KNOWN_METHODS and self.state == "new":
+                raise InvalidRequest(f"Invalid Request: {method} before initialize")
+            raise MethodNotFound(f"Method not found: {method}")
+        if method == "ping":
+            return {}
+        if method == "initialize":
+            return self._initialize(request.params or {})
+        if method == "prompts/list":
+            return await self._catalog.list_prompts(request.params, viewer=self._viewer)
+        if method == "prompts/get":
+            return await self._catalog.get_prompt(request.params, viewer=self._viewer)
+        if not self._completions:
+            raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
+        return await self._catalog.complete(request.params, viewer=self._viewer)
+
+    def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.protocol_version = negotiate(params.get("protocolVersion"))
+        info = params.get("clientInfo")
+        self.client_info = info if isinstance(info, dict) else {}
+        self.state = "initializing"
+        self._completions = self._offers_completions()
+        self.log = self.log.bind(client=self.client_info.get("name"), protocol_version=self.protocol_version)
+        self.log.info("session_initialized", requested=params.get("protocolVersion"))
+        capabilities: dict[str, Any] = {"prompts": {"listChanged": True}}
+        if self._completions:
+            capabilities["completions"] = {}
+        return {"protocolVersion": self.protocol_version, "capabilities": capabilities, "serverInfo": SERVER_INFO}
+
+    async def handle_notification(self, notification: Notification) -> None:
+        if notification.method == "notifications/initialized" and self.state == "initializing":
+            self.state = "ready"
+
+    def list_changed(self) -> None:
+        """Mark a list_changed as due; never blocks, so one slow client cannot stall the fan-out."""
+        if self.state in ("initializing", "ready"):
+            self._list_changed.set()
+
+    async def deliver_notifications(self, send: SendNotification) -> None:
+        """Run for the session's lifetime: send each due list_changed (coalesced) through ``send``."""
+        while True:
+            await self._list_changed.wait()
+            await send("notifications/prompts/list_changed", None)
+
+    def close(self) -> None:
+        self.state = "closed"
+
+
+class Hub:
+    """The set of live sessions; ``broadcast_list_changed`` reaches each of them once."""
+
+    def __init__(self) -> None:
+        self._sessions: set[ClientSession] = set()
+
+    def add(self, session: ClientSession) -> None:
+        self._sessions.add(session)
+
+    def discard(self, session: ClientSession) -> None:
+        self._sessions.discard(session)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def broadcast_list_changed(self) -> int:
+        for session in self._sessions:
+            session.list_changed()
+        return len(self._sessions)

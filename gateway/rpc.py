@@ -1,0 +1,292 @@
+"""One JSON-RPC peer over a frame stream, used on both sides of the gateway.
+
+It correlates ids, runs incoming requests concurrently (bounded), honours and sends
+``notifications/cancelled``, and fails every pending request at once when the stream ends, so a caller
+never waits for a timeout on a peer that is already gone. What the messages mean is the caller's business.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from gateway.errors import INTERNAL_ERROR, GatewayError, InvalidRequest, MethodNotFound
+from gateway.protocol.jsonrpc import (
+    Batch,
+    ErrorResponse,
+    Malformed,
+    Message,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    decode,
+    dumps,
+    encode,
+    error_response,
+    request_id_of,
+    to_wire,
+)
+from gateway.transports.base import MessageStream, MessageTooLarge
+
+RequestHandler = Callable[[Request], Awaitable[dict[str, Any]]]
+NotificationHandler = Callable[[Notification], Awaitable[None]]
+
+log = structlog.get_logger("gateway.rpc")
+
+
+class RemoteError(Exception):
+    """The peer answered our request with a JSON-RPC error object."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(str(error.get("message")))
+        self.error = error
+
+
+class PeerClosed(Exception):
+    """The stream ended (or was closed) before an answer came."""
+
+
+class RequestTimeout(Exception):
+    pass
+
+
+class _Pending:
+    __slots__ = ("event", "outcome")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.outcome: Response | ErrorResponse | PeerClosed | None = None
+
+
+async def _no_requests(request: Request) -> dict[str, Any]:
+    raise MethodNotFound(f"Method not found: {request.method}")
+
+
+async def _ignore(notification: Notification) -> None:
+    return None
+
+
+class RpcPeer:
+    def __init__(
+        self,
+        stream: MessageStream,
+        *,
+        on_request: RequestHandler = _no_requests,
+        on_notification: NotificationHandler = _ignore,
+        answer_malformed: bool = False,
+        max_in_flight: int = 256,
+        logger: Any = None,
+    ) -> None:
+        self._stream = stream
+        self._on_request = on_request
+        self._on_notification = on_notification
+        self._answer_malformed = answer_malformed
+        self._max_in_flight = max_in_flight
+        self._log = logger if logger is not None else log
+        self._ids = itertools.count(1)
+        self._pending: dict[RequestId, _Pending] = {}
+        self._handlers: dict[RequestId, anyio.CancelScope] = {}
+        self._closed = False
+        self._closed_event = anyio.Event()
+        self._task_group: TaskGroup | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def wait_closed(self) -> None:
+        await self._closed_event.wait()
+
+    # ---- outgoing ------------------------------------------------------------------------------
+
+    async def request(self, method: str, params: dict[str, Any] | None, *, timeout: float | None) -> dict[str, Any]:
+        """Send a request and wait for its result; RemoteError, PeerClosed or RequestTimeout otherwise."""
+        if self._closed:
+            raise PeerClosed
+        request_id = next(self._ids)
+        pending = _Pending()
+        self._pending[request_id] = pending
+        try:
+            await self._send(Request(request_id, method, params))
+            with anyio.fail_after(math.inf if timeout is None else timeout):
+                await pending.event.wait()
+        except TimeoutError:
+            await self._cancel_remote(request_id, "timed out")
+            raise RequestTimeout from None
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._cancel_remote(request_id, "cancelled by the caller")
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+        outcome = pending.outcome
+        if isinstance(outcome, Response):
+            return outcome.result
+        if isinstance(outcome, ErrorResponse):
+            raise RemoteError(outcome.error)
+        raise PeerClosed
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        await self._send(Notification(method, params))
+
+    async def _cancel_remote(self, request_id: RequestId, reason: str) -> None:
+        if not self._closed:
+            try:
+                await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+            except PeerClosed:
+                pass
+
+    async def _send(self, message: Message) -> None:
+        await self._send_frame(encode(message))
+
+    async def _send_frame(self, frame: bytes) -> None:
+        if self._closed:
+            raise PeerClosed
+        try:
+            await self._stream.send(frame)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            self._close()
+            raise PeerClosed from exc
+
+    # ---- incoming ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the stream until it ends; then every pending request fails with PeerClosed."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._task_group = tg
+                try:
+                    await self._receive_loop()
+                finally:
+                    self._close()
+                    tg.cancel_scope.cancel()
+        finally:
+            self._task_group = None
+
+    async def _receive_loop(self) -> None:
+        while True:
+            try:
+                frame = await self._stream.receive()
+            except anyio.EndOfStream:
+                return
+            except MessageTooLarge as exc:
+                self._log.warning("message_too_large", limit=exc.limit)
+                await self._answer_error(None, InvalidRequest(f"Invalid Request: {exc}"))
+                continue
+            try:
+                message = decode(frame)
+            except GatewayError as exc:
+                self._log.warning("malformed_message", error=exc.message, size=len(frame))
+                await self._answer_error(request_id_of(exc), exc)
+                continue
+            if isinstance(message, Batch):
+                await self._dispatch_batch(message)
+            else:
+                await self._dispatch(message)
+
+    async def _answer_error(self, request_id: RequestId | None, error: GatewayError) -> None:
+        if self._answer_malformed:
+            try:
+                await self._send(error_response(request_id, error))
+            except PeerClosed:
+                pass
+
+    async def _dispatch(self, message: Message) -> None:
+        if isinstance(message, (Response, ErrorResponse)):
+            pending = self._pending.get(message.id) if message.id is not None else None
+            if pending is None:
+                self._log.warning("response_for_unknown_id", id=message.id)
+                return
+            pending.outcome = message
+            pending.event.set()
+        elif isinstance(message, Notification):
+            if message.method == "notifications/cancelled":
+                self._cancel_handler(message.params)
+            await self._on_notification(message)
+        else:
+            await self._start_handler(message)
+
+    async def _dispatch_batch(self, batch: Batch) -> None:
+        """Batches (2025-03-26 only) are answered as one array once all their requests are done."""
+        if not self._answer_malformed:
+            self._log.warning("batch_from_peer_ignored", size=len(batch.items))
+            return
+        assert self._task_group is not None  # noqa: S101 - run() sets it before the loop starts
+        self._task_group.start_soon(self._serve_batch, batch)
+
+    async def _serve_batch(self, batch: Batch) -> None:
+        answers: list[dict[str, Any]] = []
+        async with anyio.create_task_group() as tg:
+            for item in batch.items:
+                if isinstance(item, Malformed):
+                    answers.append(to_wire(error_response(item.id, item.error)))
+                elif isinstance(item, Request):
+                    tg.start_soon(self._collect, item, answers)
+                else:
+                    await self._dispatch(item)
+        if answers:
+            try:
+                await self._send_frame(dumps(answers))
+            except PeerClosed:
+                pass
+
+    async def _collect(self, request: Request, answers: list[dict[str, Any]]) -> None:
+        answers.append(to_wire(await self._answer(request)))
+
+    async def _start_handler(self, request: Request) -> None:
+        if len(self._handlers) >= self._max_in_flight or request.id in self._handlers:
+            problem = "duplicate request id" if request.id in self._handlers else "too many concurrent requests"
+            error = InvalidRequest(f"Invalid Request: {problem}")
+            await self._send(error_response(request.id, error))
+            return
+        scope = anyio.CancelScope()
+        self._handlers[request.id] = scope
+        assert self._task_group is not None  # noqa: S101 - run() sets it before the loop starts
+        self._task_group.start_soon(self._handle, request, scope)
+
+    async def _handle(self, request: Request, scope: anyio.CancelScope) -> None:
+        try:
+            with scope:
+                answer = await self._answer(request)
+                try:
+                    await self._send(answer)
+                except PeerClosed:
+                    pass
+        finally:
+            self._handlers.pop(request.id, None)
+
+    async def _answer(self, request: Request) -> Response | ErrorResponse:
+        try:
+            return Response(request.id, await self._on_request(request))
+        except GatewayError as exc:
+            return error_response(request.id, exc)
+        except Exception:
+            self._log.exception("request_handler_failed", method=request.method)
+            return ErrorResponse(request.id, {"code": INTERNAL_ERROR, "message": "Internal error"})
+
+    def _cancel_handler(self, params: dict[str, Any] | None) -> None:
+        request_id = (params or {}).get("requestId")
+        if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+            scope = self._handlers.get(request_id)
+            if scope is not None:
+                scope.cancel()
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._closed_event.set()
+        for pending in self._pending.values():
+            pending.outcome = PeerClosed()
+            pending.event.set()
+
+    async def aclose(self) -> None:
+        self._close()
+        await self._stream.aclose()

@@ -1,0 +1,82 @@
+"""The one seam between I/O and protocol: a stream of whole frames (one JSON-RPC message each)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+class MessageTooLarge(Exception):  # noqa: N818 - reads better at the call site than ...Error
+    """A frame exceeded the size bound; it was skipped whole, and the stream is still usable."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"message larger than {limit} bytes")
+        self.limit = limit
+
+
+class MessageStream(Protocol):
+    async def send(self, frame: bytes) -> None: ...
+
+    async def receive(self) -> bytes:
+        """Next frame; raises anyio.EndOfStream when the peer has gone, MessageTooLarge for an oversize one."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class NewlineFramedStream:
+    """Newline-delimited frames over a byte stream pair (the MCP stdio framing).
+
+    Frames are bounded: an oversize one is discarded up to its newline and reported, so one bad
+    message cannot grow memory or desynchronise the stream.
+    """
+
+    def __init__(
+        self,
+        receive_stream: ByteReceiveStream,
+        send_stream: ByteSendStream,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        self._receive_stream = receive_stream
+        self._send_stream = send_stream
+        self._max = max_message_bytes
+        self._buffer = bytearray()
+        self._send_lock = anyio.Lock()
+        self._skipping = False
+
+    async def send(self, frame: bytes) -> None:
+        async with self._send_lock:
+            await self._send_stream.send(frame + b"\n")
+
+    async def receive(self) -> bytes:
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                frame = bytes(self._buffer[:newline])
+                del self._buffer[: newline + 1]
+                if self._skipping:
+                    self._skipping = False
+                    raise MessageTooLarge(self._max)
+                frame = frame.rstrip(b"\r")
+                if len(frame) > self._max:
+                    raise MessageTooLarge(self._max)
+                if frame.strip():
+                    return frame
+                continue
+            if len(self._buffer) > self._max:
+                self._skipping = True
+                self._buffer.clear()
+            try:
+                chunk = await self._receive_stream.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                raise anyio.EndOfStream from None
+            self._buffer += chunk
+
+    async def aclose(self) -> None:
+        await self._send_stream.aclose()
+        await self._receive_stream.aclose()

@@ -1,0 +1,150 @@
+"""stdio both ways: a child process we talk to (upstream), and our own stdin/stdout (front end).
+
+Child processes get their own session so that a terminal's Ctrl-C reaches only the gateway, which then
+shuts them down in order: close stdin, wait, SIGTERM the group, wait, SIGKILL the group. No orphans.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+
+from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES, NewlineFramedStream
+
+_INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
+"""The parent variables a child keeps. Everything else (tokens above all) must be given in config."""
+
+
+def child_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    """A minimal environment for an upstream, plus its configured variables.
+
+    The gateway's own interpreter directory leads PATH, so ``python3`` and console scripts installed
+    beside the gateway resolve to the gateway's environment, as they would in an activated venv.
+    """
+    env = {key: os.environ[key] for key in _INHERITED_ENV if key in os.environ}
+    own_bin = os.path.dirname(sys.executable)
+    env["PATH"] = os.pathsep.join(p for p in (own_bin, env.get("PATH", os.defpath)) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSpec:
+    command: str
+    args: Sequence[str] = ()
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    grace_s: float = 2.0
+
+
+@asynccontextmanager
+async def open_child(
+    spec: ChildSpec,
+    *,
+    on_stderr_line: Callable[[str], None],
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> AsyncIterator[tuple[NewlineFramedStream, Process]]:
+    """Start the child and yield its framed stdin/stdout; stderr lines go to ``on_stderr_line``."""
+    process = await anyio.open_process(
+        [spec.command, *spec.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_environment(spec.env or {}),
+        cwd=spec.cwd,
+        start_new_session=True,
+    )
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None  # noqa: S101
+    stream = NewlineFramedStream(process.stdout, process.stdin, max_message_bytes=max_message_bytes)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_pump_stderr, process.stderr, on_stderr_line)
+            try:
+                yield stream, process
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await _terminate(process, spec.grace_s)
+                tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True), suppress(Exception):
+            await process.aclose()
+
+
+async def _pump_stderr(stderr: ByteReceiveStream, on_line: Callable[[str], None]) -> None:
+    pending = b""
+    with suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        while True:
+            pending += await stderr.receive()
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                on_line(line.decode(errors="replace").rstrip())
+            if len(pending) > 65536:  # a child that never prints a newline must not grow memory
+                on_line(pending.decode(errors="replace"))
+                pending = b""
+
+
+async def _terminate(process: Process, grace_s: float) -> None:
+    if process.stdin is not None:
+        with suppress(Exception):
+            await process.stdin.aclose()
+    with anyio.move_on_after(grace_s):
+        await process.wait()
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+        with anyio.move_on_after(grace_s):
+            await process.wait()
+            return
+
+
+class _FdReceiveStream(ByteReceiveStream):
+    """Reads a file descriptor in a worker thread: portable for pipes, ttys and regular files alike."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        chunk = await anyio.to_thread.run_sync(os.read, self._fd, max_bytes, abandon_on_cancel=True)
+        if not chunk:
+            raise anyio.EndOfStream
+        return chunk
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _FdSendStream(ByteSendStream):
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def send(self, item: bytes) -> None:
+        await anyio.to_thread.run_sync(_write_all, self._fd, item)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def open_own_stdio(*, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> NewlineFramedStream:
+    """The gateway's own stdin/stdout as a frame stream (front end in stdio mode)."""
+    return NewlineFramedStream(
+        _FdReceiveStream(sys.stdin.fileno()),
+        _FdSendStream(sys.stdout.fileno()),
+        max_message_bytes=max_message_bytes,
+    )
