@@ -32,8 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     ):
         sub = commands.add_parser(name, help=text, description=text)
         sub.add_argument("--config", "-c", required=True, help="path to the TOML config")
-        sub.add_argument("--log-level", default="warning" if name != "serve" else "info",
-                         choices=["debug", "info", "warning", "error"])
+        sub.add_argument(
+            "--log-level",
+            default="warning" if name != "serve" else "info",
+            choices=["debug", "info", "warning", "error"],
+        )
         if name == "list":
             sub.add_argument("--json", action="store_true", help="print the prompts as JSON")
     return parser
@@ -89,9 +92,7 @@ async def _check(config: Config) -> int:
 def _print_prompts(listing: dict[str, Any]) -> None:
     rows = [["NAME", "ARGUMENTS", "DESCRIPTION"]]
     for prompt in listing["prompts"]:
-        args = ", ".join(
-            a.get("name", "?") + ("" if a.get("required") else "?") for a in prompt.get("arguments") or ()
-        )
+        args = ", ".join(a.get("name", "?") + ("" if a.get("required") else "?") for a in prompt.get("arguments") or ())
         description = str(prompt.get("description") or prompt.get("title") or "").splitlines()
         rows.append([prompt["name"], args, description[0][:80] if description else ""])
     print(_table(rows))
@@ -123,8 +124,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         return anyio.run(_check, config)
     return anyio.run(_list, config, args.json)
-
-
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 
 import anyio
@@ -73,8 +73,7 @@ async def run_gateway(config: Config) -> AsyncIterator[Gateway]:
         debouncer.poke()
 
     connectors = tuple(
-        UpstreamConnector(u, on_change=changed, max_message_bytes=settings.max_message_bytes)
-        for u in config.upstreams
+        UpstreamConnector(u, on_change=changed, max_message_bytes=settings.max_message_bytes) for u in config.upstreams
     )
     mounts = [
         Mount(c, prefix=c.namespace + sep if u.prefix else "", rules=_rules(u.policy.allow, u.policy.deny, sep))
@@ -117,10 +116,8 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, viewer: Rules
     )
 
     async def deliver() -> None:
-        try:
+        with suppress(PeerClosed):
             await session.deliver_notifications(peer.notify)
-        except PeerClosed:
-            pass
 
     gateway.hub.add(session)
     try:

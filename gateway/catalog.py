@@ -131,11 +131,12 @@ class _SingleFlight:
         self._running[key] = (event, outcome)
         try:
             result = await fetch()
-            outcome.append(result)
-            return result
         except Exception as exc:
             outcome.append(exc)
             raise
+        else:
+            outcome.append(result)
+            return result
         finally:
             del self._running[key]
             event.set()
@@ -197,8 +198,9 @@ class Catalog:
         try:
             result = ListPromptsResult.model_validate(raw)
         except ValidationError as exc:
-            raise UpstreamProtocolError(mount.namespace, f"sent an invalid prompts/list result: {describe(exc)}") \
-                from exc
+            raise UpstreamProtocolError(
+                mount.namespace, f"sent an invalid prompts/list result: {describe(exc)}"
+            ) from exc
         if result.nextCursor is not None and len(result.nextCursor) > MAX_UPSTREAM_CURSOR_CHARS:
             raise UpstreamProtocolError(mount.namespace, f"sent a cursor over {MAX_UPSTREAM_CURSOR_CHARS} characters")
         return Page(tuple(raw["prompts"]), result.nextCursor)
@@ -241,8 +243,10 @@ class Catalog:
         if local in index:
             return index[local]
         mount, state = self.mounts[i], self._states[i]
-        if not mount.source.announces_list_changes and \
-                time.monotonic() - state.index_built_at >= MISS_REFRESH_INTERVAL_S:
+        if (
+            not mount.source.announces_list_changes
+            and time.monotonic() - state.index_built_at >= MISS_REFRESH_INTERVAL_S
+        ):
             return (await self._index(i, refresh=True)).get(local)
         return None
 
@@ -403,8 +407,9 @@ class Catalog:
         try:
             GetPromptResult.model_validate(raw)
         except ValidationError as exc:
-            raise UpstreamProtocolError(mount.namespace, f"sent an invalid prompts/get result: {describe(exc)}") \
-                from exc
+            raise UpstreamProtocolError(
+                mount.namespace, f"sent an invalid prompts/get result: {describe(exc)}"
+            ) from exc
         return raw
 
     async def complete(self, params: dict[str, Any] | None, *, viewer: Rules | None = None) -> dict[str, Any]:
@@ -425,8 +430,7 @@ class Catalog:
         try:
             CompleteResult.model_validate(raw)
         except ValidationError as exc:
-            raise UpstreamProtocolError(mount.namespace, f"sent an invalid completion result: {describe(exc)}") \
-                from exc
+            raise UpstreamProtocolError(mount.namespace, f"sent an invalid completion result: {describe(exc)}") from exc
         return raw
 
     # ---- reports ---------------------------------------------------------------------------------
@@ -470,9 +474,11 @@ class Catalog:
 def _check_required_arguments(name: str, entry: dict[str, Any], arguments: dict[str, str]) -> None:
     declared = entry.get("arguments") or ()
     missing = [
-        arg["name"] for arg in declared
+        arg["name"]
+        for arg in declared
         if isinstance(arg, dict) and arg.get("required") is True and arg.get("name") not in arguments
     ]
     if missing:
-        raise InvalidParams(f"Missing required argument{'s' if len(missing) > 1 else ''} for prompt {name}: "
-                            + ", ".join(missing))
+        raise InvalidParams(
+            f"Missing required argument{'s' if len(missing) > 1 else ''} for prompt {name}: " + ", ".join(missing)
+        )

@@ -108,8 +108,9 @@ class Config(_Section):
             # first occurrence in a prefixed name always ends the namespace, and prefixed names of
             # different upstreams can never collide ("a_" + "__" would read as "a" + "__" + "_...").
             if (upstream.namespace + sep).find(sep) != len(upstream.namespace):
-                raise ValueError(f"{where}: {upstream.namespace!r} may not contain or end in part of "
-                                 f"the namespace separator {sep!r}")
+                raise ValueError(
+                    f"{where}: {upstream.namespace!r} may not contain or end in part of the namespace separator {sep!r}"
+                )
         return self
 
     @property

@@ -43,7 +43,7 @@ class ListingPosition:
         return all(p is None for p in self.upstreams)
 
 
-class CursorTooLarge(Exception):  # noqa: N818 - the condition, not a failure of ours
+class CursorTooLarge(Exception):
     """The upstreams' own cursors do not fit into a bounded composite cursor."""
 
 

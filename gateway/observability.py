@@ -21,7 +21,7 @@ _SECRET_KEYS = frozenset({
 def _redact_value(key: str, value: Any) -> Any:
     if key.lower() in _SECRET_KEYS:
         if isinstance(value, dict):
-            return {k: REDACTED for k in value}
+            return dict.fromkeys(value, REDACTED)
         return REDACTED
     if isinstance(value, dict):
         return {k: _redact_value(str(k), v) for k, v in value.items()}

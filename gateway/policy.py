@@ -31,7 +31,8 @@ def skeleton(name: str, separator: str = "") -> str:
     """The form deny rules are matched against in addition to the name itself."""
     text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", name))
     text = "".join(
-        ch for ch in text
+        ch
+        for ch in text
         if unicodedata.category(ch) not in ("Mn", "Me", "Cf", "Cc", "Zs", "Zl", "Zp") and not ch.isspace()
     )
     text = text.casefold().translate(_LOOKALIKES)

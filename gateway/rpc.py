@@ -7,6 +7,7 @@ never waits for a timeout on a peer that is already gone. What the messages mean
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Awaitable, Callable
@@ -138,10 +139,8 @@ class RpcPeer:
 
     async def _cancel_remote(self, request_id: RequestId, reason: str) -> None:
         if not self._closed:
-            try:
+            with contextlib.suppress(PeerClosed):
                 await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
-            except PeerClosed:
-                pass
 
     async def _send(self, message: Message) -> None:
         await self._send_frame(encode(message))
@@ -193,10 +192,8 @@ class RpcPeer:
 
     async def _answer_error(self, request_id: RequestId | None, error: GatewayError) -> None:
         if self._answer_malformed:
-            try:
+            with contextlib.suppress(PeerClosed):
                 await self._send(error_response(request_id, error))
-            except PeerClosed:
-                pass
 
     async def _dispatch(self, message: Message) -> None:
         if isinstance(message, (Response, ErrorResponse)):
@@ -232,10 +229,8 @@ class RpcPeer:
                 else:
                     await self._dispatch(item)
         if answers:
-            try:
+            with contextlib.suppress(PeerClosed):
                 await self._send_frame(dumps(answers))
-            except PeerClosed:
-                pass
 
     async def _collect(self, request: Request, answers: list[dict[str, Any]]) -> None:
         answers.append(to_wire(await self._answer(request)))
@@ -255,10 +250,8 @@ class RpcPeer:
         try:
             with scope:
                 answer = await self._answer(request)
-                try:
+                with contextlib.suppress(PeerClosed):
                     await self._send(answer)
-                except PeerClosed:
-                    pass
         finally:
             self._handlers.pop(request.id, None)
 

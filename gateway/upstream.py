@@ -127,7 +127,8 @@ class UpstreamConnector:
         except PeerClosed as exc:
             raise UpstreamUnavailable(self.namespace, "went away before answering") from exc
         except RequestTimeout as exc:
-            raise UpstreamTimeout(self.namespace, f"did not answer {method} within {self.settings.timeout_s}s") from exc
+            message = f"did not answer {method} within {self.settings.timeout_s}s"
+            raise UpstreamTimeout(self.namespace, message) from exc
 
     async def wait_settled(self) -> None:
         """Until the first connection attempt has either succeeded or failed."""
@@ -159,8 +160,7 @@ class UpstreamConnector:
                     self.last_error = str(exc)
                     self._enter("failed", error=self.last_error)
                     return
-                except (OSError, UpstreamProtocolError, UpstreamTimeout, UpstreamUnavailable,
-                        UpstreamRejected) as exc:
+                except (OSError, UpstreamProtocolError, UpstreamTimeout, UpstreamUnavailable, UpstreamRejected) as exc:
                     reason = str(exc) or type(exc).__name__
                 self.last_error = reason
                 delay = self._backoff.next_delay()
@@ -173,23 +173,32 @@ class UpstreamConnector:
                 self._enter("starting")
         finally:
             self._peer = None
-            with anyio.CancelScope(shield=True):
-                if self.state != "stopped":
-                    self._enter("stopped")
+            if self.state != "stopped":
+                self._enter("stopped")
 
     async def _connect_and_serve(self) -> None:
         spec = ChildSpec(self.settings.command, self.settings.args, self.settings.env, self.settings.cwd)
-        async with open_child(spec, on_stderr_line=self._log_stderr,
-                              max_message_bytes=self._max_message_bytes) as (stream, process):
-            peer = RpcPeer(stream, on_request=self._on_server_request,
-                           on_notification=self._on_server_notification, logger=self._log)
+        async with open_child(spec, on_stderr_line=self._log_stderr, max_message_bytes=self._max_message_bytes) as (
+            stream,
+            process,
+        ):
+            peer = RpcPeer(
+                stream,
+                on_request=self._on_server_request,
+                on_notification=self._on_server_notification,
+                logger=self._log,
+            )
             async with anyio.create_task_group() as tg:
                 tg.start_soon(peer.run)
                 self._peer = peer
                 try:
                     await self._handshake(peer)
-                    self._enter("ready", pid=process.pid, server=self.server_info.get("name"),
-                                protocol_version=self.protocol_version)
+                    self._enter(
+                        "ready",
+                        pid=process.pid,
+                        server=self.server_info.get("name"),
+                        protocol_version=self.protocol_version,
+                    )
                     self._backoff.reset()
                     await peer.wait_closed()
                 finally:
@@ -242,4 +251,3 @@ class UpstreamConnector:
     def _log_stderr(self, line: str) -> None:
         if line:
             self._log.info("upstream_stderr", line=line)
-

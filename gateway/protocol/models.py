@@ -72,9 +72,9 @@ class CompleteParams(_Wire):
 
 
 class InitializeResult(_Wire):
-    protocolVersion: str  # noqa: N815 - wire name
+    protocolVersion: str
     capabilities: dict[str, Any]
-    serverInfo: dict[str, Any] | None = None  # noqa: N815 - required by the spec, tolerated when absent
+    serverInfo: dict[str, Any] | None = None
 
 
 class PromptArgument(_Wire):
@@ -89,7 +89,7 @@ class Prompt(_Wire):
 
 class ListPromptsResult(_Wire):
     prompts: list[Prompt]
-    nextCursor: str | None = None  # noqa: N815 - wire name
+    nextCursor: str | None = None
 
 
 class TextContent(_Wire):
@@ -100,13 +100,13 @@ class TextContent(_Wire):
 class ImageContent(_Wire):
     type: Literal["image"]
     data: Base64
-    mimeType: str  # noqa: N815 - wire name
+    mimeType: str
 
 
 class AudioContent(_Wire):
     type: Literal["audio"]
     data: Base64
-    mimeType: str  # noqa: N815 - wire name
+    mimeType: str
 
 
 class TextResourceContents(_Wire):
@@ -143,7 +143,7 @@ def _known_content_is_valid(block: dict[str, Any]) -> dict[str, Any]:
     """Check the content types we know; a type from a future revision is relayed as it is."""
     kind = block.get("type")
     if not isinstance(kind, str):
-        raise ValueError('content needs a string "type"')
+        raise TypeError('content needs a string "type"')
     model = _KNOWN_CONTENT.get(kind)
     if model is not None:
         model.model_validate(block)
@@ -165,7 +165,7 @@ class GetPromptResult(_Wire):
 class Completion(_Wire):
     values: list[str] = Field(max_length=100)
     total: int | None = None
-    hasMore: bool | None = None  # noqa: N815 - wire name
+    hasMore: bool | None = None
 
 
 class CompleteResult(_Wire):

@@ -10,7 +10,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
-class MessageTooLarge(Exception):  # noqa: N818 - reads better at the call site than ...Error
+class MessageTooLarge(Exception):
     """A frame exceeded the size bound; it was skipped whole, and the stream is still usable."""
 
     def __init__(self, limit: int) -> None:

@@ -63,7 +63,8 @@ async def open_child(
         cwd=spec.cwd,
         start_new_session=True,
     )
-    assert process.stdin is not None and process.stdout is not None and process.stderr is not None  # noqa: S101
+    if process.stdin is None or process.stdout is None or process.stderr is None:  # pragma: no cover
+        raise RuntimeError("the child's pipes were not created")
     stream = NewlineFramedStream(process.stdout, process.stdin, max_message_bytes=max_message_bytes)
     try:
         async with anyio.create_task_group() as tg:
