@@ -10,6 +10,7 @@ import anyio
 
 from gateway import __version__
 from gateway.errors import InvalidParams, MethodNotFound
+from gateway.observability import configure_logging
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.versions import negotiate
 from gateway.rpc import RpcPeer
@@ -76,6 +77,8 @@ class DemoServer:
         return self.prompts[name]
 
     def run(self) -> None:
+        configure_logging("warning")  # stdout carries the protocol: logs must go to stderr
+
         async def serve() -> None:
             await RpcPeer(open_own_stdio(), on_request=self.handle, answer_malformed=True).run()
 

@@ -35,7 +35,7 @@ Base64 = Annotated[str, AfterValidator(_is_base64)]
 
 
 class ListParams(_Wire):
-    cursor: str | None = None
+    cursor: Any = None  # judged by the cursor codec, so every bad cursor gets the same "Invalid cursor"
 
 
 class GetPromptParams(_Wire):

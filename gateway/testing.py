@@ -1,0 +1,86 @@
+"""Fakes shipped with the package (like httpx's MockTransport): an in-memory prompt source for the
+catalog and an in-memory frame-stream pair for rpc, so both are testable without processes or sockets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from gateway.errors import InvalidParams, UpstreamUnavailable
+
+
+@dataclass
+class FakePromptSource:
+    """Serves ``prompts`` in pages of ``page_size`` with integer-offset cursors; counts every request."""
+
+    namespace: str
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+    page_size: int = 10
+    announces_list_changes: bool = True
+    completes: bool = True
+    ready: bool = True
+    calls: list[tuple[str, dict[str, Any] | None]] = field(default_factory=list)
+    fail_with: Callable[[str], Exception] | None = None
+
+    @classmethod
+    def numbered(cls, namespace: str, count: int, **kwargs: Any) -> FakePromptSource:
+        return cls(namespace, [{"name": f"p{i:05d}", "description": f"#{i}"} for i in range(count)], **kwargs)
+
+    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        self.calls.append((method, params))
+        if not self.ready:
+            raise UpstreamUnavailable(self.namespace, "is not connected")
+        if self.fail_with is not None:
+            raise self.fail_with(method)
+        await anyio.lowlevel.checkpoint()
+        if method == "prompts/list":
+            start = int((params or {}).get("cursor") or 0)
+            end = start + self.page_size
+            result: dict[str, Any] = {"prompts": self.prompts[start:end]}
+            if end < len(self.prompts):
+                result["nextCursor"] = str(end)
+            return result
+        if method == "prompts/get":
+            assert params is not None  # noqa: S101
+            if not any(p["name"] == params["name"] for p in self.prompts):
+                raise InvalidParams(f"Unknown prompt: {params['name']}")
+            text = f"{self.namespace}:{params['name']}:{sorted((params.get('arguments') or {}).items())}"
+            return {"messages": [{"role": "user", "content": {"type": "text", "text": text}}]}
+        if method == "completion/complete":
+            assert params is not None  # noqa: S101
+            return {"completion": {"values": [f"{params['ref']['name']}:{params['argument']['value']}"]}}
+        raise InvalidParams(f"unexpected method {method}")
+
+    def count(self, method: str) -> int:
+        return sum(1 for m, _ in self.calls if m == method)
+
+
+@dataclass
+class MemoryFrameStream:
+    """One end of an in-memory frame pipe; ``memory_frame_pair()`` makes two connected ends."""
+
+    _send: MemoryObjectSendStream[bytes]
+    _receive: MemoryObjectReceiveStream[bytes]
+
+    async def send(self, frame: bytes) -> None:
+        await self._send.send(frame)
+
+    async def receive(self) -> bytes:
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise anyio.EndOfStream from None
+
+    async def aclose(self) -> None:
+        await self._send.aclose()
+        await self._receive.aclose()
+
+
+def memory_frame_pair(buffer: int = 64) -> tuple[MemoryFrameStream, MemoryFrameStream]:
+    a_send, b_receive = anyio.create_memory_object_stream[bytes](buffer)
+    b_send, a_receive = anyio.create_memory_object_stream[bytes](buffer)
+    return MemoryFrameStream(a_send, a_receive), MemoryFrameStream(b_send, b_receive)

@@ -1,0 +1,21 @@
+"""Shared plumbing: run an SDK low-level server over stdio."""
+
+from __future__ import annotations
+
+import anyio
+import mcp.types as t
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.stdio import stdio_server
+
+
+def run_stdio(server: Server, *, list_changed: bool = False) -> None:
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            options = server.create_initialization_options(NotificationOptions(prompts_changed=list_changed))
+            await server.run(read, write, options)
+
+    anyio.run(main)
+
+
+def text_result(text: str) -> t.GetPromptResult:
+    return t.GetPromptResult(messages=[t.PromptMessage(role="user", content=t.TextContent(type="text", text=text))])

@@ -1,0 +1,51 @@
+"""A prompt list that changes at run time, announced with notifications/prompts/list_changed.
+
+Control prompts (called through the gateway like any prompt): ``add`` (argument ``name``) adds a
+prompt and announces it once; ``storm`` (argument ``count``) announces ``count`` times in a burst.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import mcp.types as t
+from mcp import MCPError
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+
+from tests.servers.common import run_stdio, text_result
+
+prompts: dict[str, t.Prompt] = {
+    "pid": t.Prompt(name="pid", description="answers with the server's process id"),
+    "add": t.Prompt(name="add", arguments=[t.PromptArgument(name="name", required=True)]),
+    "storm": t.Prompt(name="storm", arguments=[t.PromptArgument(name="count", required=True)]),
+}
+
+
+async def list_prompts(ctx: object, params: t.PaginatedRequestParams | None) -> t.ListPromptsResult:
+    return t.ListPromptsResult(prompts=list(prompts.values()))
+
+
+async def get_prompt(ctx: ServerRequestContext, params: t.GetPromptRequestParams) -> t.GetPromptResult:
+    args = params.arguments or {}
+    if params.name == "add":
+        prompts[args["name"]] = t.Prompt(name=args["name"], description="added at run time")
+        await ctx.session.send_prompt_list_changed()
+        return text_result(f"added {args['name']}")
+    if params.name == "storm":
+        for _ in range(int(args["count"])):
+            await ctx.session.send_prompt_list_changed()
+        return text_result(f"announced {args['count']} times")
+    if params.name == "pid":
+        return text_result(str(os.getpid()))
+    if params.name in prompts:
+        return text_result(f"this is {params.name}")
+    raise MCPError(code=-32602, message=f"Unknown prompt: {params.name}")
+
+
+server = Server("dynamic", on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+
+if __name__ == "__main__":
+    print("dynamic server starting", file=sys.stderr, flush=True)
+    run_stdio(server, list_changed=True)

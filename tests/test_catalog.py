@@ -1,0 +1,288 @@
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.catalog import UNAVAILABLE_META_KEY, Catalog, Mount
+from gateway.cursor import CursorCodec
+from gateway.errors import InvalidCursor, InvalidParams, UnknownPrompt, UpstreamProtocolError, UpstreamUnavailable
+from gateway.policy import Rules
+from gateway.testing import FakePromptSource
+
+pytestmark = pytest.mark.anyio
+SEP = "__"
+
+
+def catalog(
+    *sources: FakePromptSource,
+    prefix: dict[str, bool] | None = None,
+    rules: dict[str, Rules] | None = None,
+    policy: Rules | None = None,
+    page_size: int | None = None,
+    secret: bytes = b"s" * 32,
+    on_upstream_error: str = "skip",
+) -> Catalog:
+    mounts = [
+        Mount(
+            s,
+            prefix=s.namespace + SEP if (prefix or {}).get(s.namespace, True) else "",
+            rules=(rules or {}).get(s.namespace, Rules()),
+        )
+        for s in sources
+    ]
+    return Catalog(
+        mounts,
+        codec=CursorCodec(secret),
+        generation="g",
+        policy=policy or Rules(separator=SEP),
+        page_size=page_size,
+        on_upstream_error=on_upstream_error,
+    )  # type: ignore[arg-type]
+
+
+async def list_all(cat: Catalog, viewer: Rules | None = None) -> list[list[dict[str, Any]]]:
+    pages, params = [], None
+    while True:
+        page = await cat.list_prompts(params, viewer=viewer)
+        pages.append(page["prompts"])
+        if "nextCursor" not in page:
+            return pages
+        params = {"cursor": page["nextCursor"]}
+
+
+async def test_thousand_prompts_in_pages_of_seven_list_exactly_once_with_page_size() -> None:
+    big = FakePromptSource.numbered("big", 1000, page_size=7)
+    small = FakePromptSource.numbered("small", 33, page_size=10)
+    pages = await list_all(catalog(big, small, page_size=50))
+    names = [p["name"] for page in pages for p in page]
+    expected = [f"big__p{i:05d}" for i in range(1000)] + [f"small__p{i:05d}" for i in range(33)]
+    assert sorted(names) == sorted(expected)
+    assert len(names) == len(set(names))
+    assert all(len(page) <= 50 for page in pages)
+    assert all(pages[:-1])  # no empty page before the last
+
+
+async def test_without_page_size_a_page_is_one_page_of_each_upstream_in_config_order() -> None:
+    a = FakePromptSource.numbered("a", 25, page_size=10)
+    b = FakePromptSource.numbered("b", 5, page_size=10)
+    pages = await list_all(catalog(a, b))
+    assert [len(p) for p in pages] == [15, 10, 5]
+    assert pages[0][0]["name"] == "a__p00000" and pages[0][10]["name"] == "b__p00000"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(1, 9)), min_size=1, max_size=4),
+    st.none() | st.integers(1, 20),
+    st.sets(st.integers(0, 59), max_size=20),
+)
+def test_any_layout_lists_every_visible_prompt_exactly_once(
+    layout: list[tuple[int, int]], page_size: int | None, hidden: set[int]
+) -> None:
+    sources = [FakePromptSource.numbered(f"u{i}", n, page_size=size) for i, (n, size) in enumerate(layout)]
+    policy = Rules(deny=tuple(f"*__p{h:05d}" for h in hidden), separator=SEP)
+
+    async def run() -> None:
+        pages = await list_all(catalog(*sources, page_size=page_size, policy=policy))
+        names = [p["name"] for page in pages for p in page]
+        expected = [f"u{i}__p{k:05d}" for i, (n, _) in enumerate(layout) for k in range(n) if k not in hidden]
+        assert sorted(names) == sorted(expected)
+        assert len(names) == len(set(names))
+        if page_size is not None:
+            assert all(len(page) <= page_size for page in pages)
+
+    anyio.run(run)
+
+
+async def test_every_field_but_the_name_passes_through_untouched() -> None:
+    prompt = {
+        "name": "x",
+        "title": "T",
+        "icons": [{"src": "i.png"}],
+        "_meta": {"k": 1},
+        "future": {"a": [1]},
+        "arguments": [{"name": "q", "required": True, "extra": 1}],
+    }
+    listing = await catalog(FakePromptSource("ns", [prompt])).list_prompts(None)
+    assert listing["prompts"] == [{**prompt, "name": "ns__x"}]
+    assert prompt["name"] == "x"  # the upstream's own object is not mutated
+
+
+@pytest.mark.parametrize("cursor", ["garbage", "", 5, None.__class__.__name__, "eyJnIjoiZyJ9"])
+async def test_bad_cursors_are_invalid_params(cursor: object) -> None:
+    with pytest.raises(InvalidCursor):
+        await catalog(FakePromptSource.numbered("a", 30)).list_prompts({"cursor": cursor})
+
+
+async def test_cursor_from_another_secret_is_rejected() -> None:
+    first = await catalog(FakePromptSource.numbered("a", 30)).list_prompts(None)
+    with pytest.raises(InvalidCursor):
+        await catalog(FakePromptSource.numbered("a", 30), secret=b"t" * 32).list_prompts(
+            {"cursor": first["nextCursor"]}
+        )
+
+
+async def test_a_replica_with_the_same_secret_continues_the_listing() -> None:
+    first = await catalog(FakePromptSource.numbered("a", 30)).list_prompts(None)
+    second = await catalog(FakePromptSource.numbered("a", 30)).list_prompts({"cursor": first["nextCursor"]})
+    assert second["prompts"][0]["name"] == "a__p00010"
+
+
+async def test_get_routes_by_exact_name_and_strips_the_namespace() -> None:
+    a, b = FakePromptSource.numbered("a", 3), FakePromptSource.numbered("b", 3)
+    result = await catalog(a, b).get_prompt({"name": "b__p00001", "arguments": {"k": "v"}, "_meta": {"x": 1}})
+    assert result["messages"][0]["content"]["text"] == "b:p00001:[('k', 'v')]"
+    assert b.calls[-1] == ("prompts/get", {"name": "p00001", "arguments": {"k": "v"}, "_meta": {"x": 1}})
+    assert a.count("prompts/get") == 0
+
+
+@pytest.mark.parametrize("name", ["a__nope", "nope", "c__p00001", "a__P00001", "a____p00001", "a__p00001 ", ""])
+async def test_unknown_names_are_never_forwarded(name: str) -> None:
+    a = FakePromptSource.numbered("a", 3, announces_list_changes=False)
+    with pytest.raises(UnknownPrompt, match=f"Unknown prompt: {name}$"):
+        await catalog(a).get_prompt({"name": name})
+    assert a.count("prompts/get") == 0
+
+
+async def test_policy_hides_prompts_exactly_like_unknown_ones() -> None:
+    a = FakePromptSource("a", [{"name": "secret_plan"}, {"name": "public"}, {"name": "internal_x"}])
+    cat = catalog(a, policy=Rules(deny=("a__secret_*",), separator=SEP), rules={"a": Rules(deny=("internal_*",))})
+    listed = [p["name"] for p in (await cat.list_prompts(None))["prompts"]]
+    assert listed == ["a__public"]
+    errors = []
+    for name in ("a__secret_plan", "a__internal_x", "a__does_not_exist"):
+        with pytest.raises(UnknownPrompt) as info:
+            await cat.get_prompt({"name": name})
+        errors.append((info.value.code, info.value.message.replace(name, "NAME")))
+        with pytest.raises(UnknownPrompt):
+            await cat.complete({"ref": {"type": "ref/prompt", "name": name}, "argument": {"name": "x", "value": ""}})
+    assert len(set(errors)) == 1
+    assert a.count("prompts/get") == 0 and a.count("completion/complete") == 0
+
+
+async def test_a_viewer_sees_only_what_its_rules_allow() -> None:
+    cat = catalog(FakePromptSource.numbered("a", 3), FakePromptSource.numbered("b", 3))
+    viewer = Rules(allow=("b__*",))
+    assert {p["name"][:3] for page in await list_all(cat, viewer) for p in page} == {"b__"}
+    with pytest.raises(UnknownPrompt):
+        await cat.get_prompt({"name": "a__p00000"}, viewer=viewer)
+
+
+async def test_arguments_are_checked_before_forwarding() -> None:
+    a = FakePromptSource(
+        "a",
+        [
+            {
+                "name": "w",
+                "arguments": [{"name": "city", "required": True}, {"name": "day", "required": True}, {"name": "units"}],
+            }
+        ],
+    )
+    cat = catalog(a)
+    with pytest.raises(InvalidParams, match="Missing required arguments for prompt a__w: city, day"):
+        await cat.get_prompt({"name": "a__w", "arguments": {"units": "C"}})
+    with pytest.raises(InvalidParams, match=r"arguments\.city: Input should be a valid string"):
+        await cat.get_prompt({"name": "a__w", "arguments": {"city": 1, "day": "x"}})
+    with pytest.raises(InvalidParams, match="name: Input should be a valid string"):
+        await cat.get_prompt({"name": 5})
+    assert a.count("prompts/get") == 0
+    await cat.get_prompt({"name": "a__w", "arguments": {"city": "Oslo", "day": "mon"}})
+    assert a.count("prompts/get") == 1
+
+
+async def test_unprefixed_mounts_keep_names_and_the_first_upstream_wins_collisions() -> None:
+    first = FakePromptSource("first", [{"name": "shared"}, {"name": "only_first"}])
+    second = FakePromptSource("second", [{"name": "shared"}, {"name": "only_second"}])
+    cat = catalog(first, second, prefix={"first": False, "second": False})
+    names = [p["name"] for page in await list_all(cat) for p in page]
+    assert names == ["shared", "only_first", "only_second"]
+    result = await cat.get_prompt({"name": "shared"})
+    assert result["messages"][0]["content"]["text"].startswith("first:")
+    assert [(c.name, c.winner, c.loser) for c in await cat.collisions()] == [("shared", "first", "second")]
+
+
+async def test_unprefixed_collision_with_a_prefixed_name() -> None:
+    docs = FakePromptSource("docs", [{"name": "guide"}])
+    raw = FakePromptSource("raw", [{"name": "docs__guide"}, {"name": "other"}])
+    cat = catalog(docs, raw, prefix={"raw": False})
+    assert [p["name"] for page in await list_all(cat) for p in page] == ["docs__guide", "other"]
+    assert (await cat.get_prompt({"name": "docs__guide"}))["messages"][0]["content"]["text"].startswith("docs:")
+
+
+async def test_listing_is_cached_until_the_upstream_announces_a_change() -> None:
+    a = FakePromptSource.numbered("a", 50, page_size=10)
+    cat = catalog(a)
+    await list_all(cat)
+    calls = a.count("prompts/list")
+    await list_all(cat)
+    await cat.get_prompt({"name": "a__p00042"})
+    assert a.count("prompts/list") == calls
+    a.prompts.append({"name": "new"})
+    cat.invalidate("a")
+    names = [p["name"] for page in await list_all(cat) for p in page]
+    assert "a__new" in names and a.count("prompts/list") > calls
+
+
+async def test_upstreams_that_never_announce_changes_are_not_cached_but_misses_refresh() -> None:
+    a = FakePromptSource.numbered("a", 5, announces_list_changes=False)
+    cat = catalog(a)
+    await cat.list_prompts(None)
+    await cat.list_prompts(None)
+    assert a.count("prompts/list") == 2
+    a.prompts.append({"name": "late"})
+    cat._states[0].index_built_at -= 10  # the miss-refresh rate limit has elapsed
+    await cat.get_prompt({"name": "a__late"})
+
+
+async def test_a_failing_upstream_is_left_out_and_named_in_meta() -> None:
+    good, down = FakePromptSource.numbered("good", 3), FakePromptSource.numbered("down", 3, ready=False)
+    listing = await catalog(down, good).list_prompts(None)
+    assert [p["name"] for p in listing["prompts"]] == ["good__p00000", "good__p00001", "good__p00002"]
+    assert listing["_meta"] == {UNAVAILABLE_META_KEY: ["down"]}
+    assert "nextCursor" not in listing
+    with pytest.raises(UpstreamUnavailable, match="Upstream 'down'"):
+        await catalog(down, good, on_upstream_error="fail").list_prompts(None)
+    with pytest.raises(UpstreamUnavailable, match="Upstream 'down' is not connected"):
+        await catalog(down, good).get_prompt({"name": "down__p00000"})
+
+
+async def test_completion_routes_strips_and_degrades() -> None:
+    a = FakePromptSource.numbered("a", 2)
+    no = FakePromptSource.numbered("no", 2, completes=False)
+    cat = catalog(a, no)
+    params = {
+        "ref": {"type": "ref/prompt", "name": "a__p00001"},
+        "argument": {"name": "x", "value": "v"},
+        "context": {"arguments": {"y": "z"}},
+    }
+    assert (await cat.complete(params))["completion"]["values"] == ["p00001:v"]
+    assert a.calls[-1][1] == {**params, "ref": {"type": "ref/prompt", "name": "p00001"}}
+    empty = await cat.complete({**params, "ref": {"type": "ref/prompt", "name": "no__p00000"}})
+    assert empty["completion"]["values"] == []
+    with pytest.raises(InvalidParams, match="ref/prompt only"):
+        await cat.complete(
+            {"ref": {"type": "ref/resource", "uri": "file:///x"}, "argument": {"name": "a", "value": ""}}
+        )
+
+
+async def test_invalid_upstream_results_are_contained() -> None:
+    class BrokenList(FakePromptSource):
+        async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+            return {"prompts": [{"name": 5}]}
+
+    class BrokenGet(FakePromptSource):
+        async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+            if method == "prompts/list":
+                return {"prompts": [{"name": "x"}]}
+            return {"messages": [{"role": "robot", "content": {"type": "image", "data": "!", "mimeType": "a/b"}}]}
+
+    listing = await catalog(BrokenList("b"), FakePromptSource.numbered("ok", 1)).list_prompts(None)
+    assert listing["_meta"] == {UNAVAILABLE_META_KEY: ["b"]} and len(listing["prompts"]) == 1
+    with pytest.raises(UpstreamProtocolError, match="Upstream 'b' sent an invalid prompts/list result: prompts.0.name"):
+        await catalog(BrokenList("b"), on_upstream_error="fail").list_prompts(None)
+    with pytest.raises(UpstreamProtocolError, match="invalid prompts/get result: messages.0.role") as info:
+        await catalog(BrokenGet("g")).get_prompt({"name": "g__x"})
+    assert info.value.code == -32603
+    assert "messages.0.content.data: Value error, not valid base64" in info.value.message

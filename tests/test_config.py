@@ -1,0 +1,88 @@
+from pathlib import Path
+
+import pytest
+
+from gateway.config import load_config, parse_config
+from gateway.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def upstream(**overrides: object) -> dict[str, object]:
+    return {"namespace": "docs", "command": "python3", **overrides}
+
+
+def test_example_config_is_valid() -> None:
+    config = load_config(ROOT / "config.example.toml")
+    assert [u.namespace for u in config.upstreams] == ["writing", "eng"]
+    assert config.upstreams[1].policy.deny == ("internal_*",)
+
+
+def test_full_issue_example_parses(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        """
+[gateway]
+namespace_separator = "__"
+cursor_secret = "0123456789abcdef0123"
+page_size = 100
+[server]
+transport = "stdio"
+[[upstreams]]
+namespace = "docs"
+transport = "stdio"
+command = "python3"
+args = ["-m", "some.server"]
+env = { KEY = "${TOKEN}" }
+cwd = "/tmp"
+timeout_s = 30
+policy = { allow = ["*"], deny = ["internal_*"] }
+[policy]
+allow = ["*"]
+deny = ["docs__secret_*"]
+"""
+    )
+    config = load_config(path, {"TOKEN": "t0k3n"})
+    assert config.upstreams[0].env == {"KEY": "t0k3n"}
+    assert config.gateway.page_size == 100
+    assert config.policy.deny == ("docs__secret_*",)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"upstreams": [upstream(namespace="a b")]}, "upstreams[0].namespace: String should match pattern"),
+        ({"upstreams": [upstream(), upstream()]}, "upstreams[1].namespace: 'docs' is used by an earlier upstream"),
+        ({"upstreams": [upstream(namespace="a__b")]}, "upstreams[0].namespace: 'a__b' may not contain"),
+        ({"upstreams": [upstream(namespace="a_")]}, "upstreams[0].namespace: 'a_' may not contain or end in part"),
+        ({"upstreams": [upstream(comand="x")]}, "upstreams[0].comand: unknown key"),
+        ({"upstreams": [upstream(transport="carrier-pigeon")]}, "upstreams[0]: transport must be one of 'stdio'"),
+        ({"upstreams": [upstream(timeout_s=0)]}, "upstreams[0].timeout_s: Input should be greater than 0"),
+        ({"upstreams": [upstream(command="${MISSING}")]}, "upstreams[0].command: environment variable MISSING"),
+        ({"gateway": {"page_size": 0}}, "gateway.page_size: Input should be greater than or equal to 1"),
+        ({"gateway": {"cursor_secret": "short"}}, "gateway.cursor_secret: String should have at least 16"),
+        ({"gateway": {"namespace_separator": ""}}, "gateway.namespace_separator"),
+        ({"policy": {"alow": ["*"]}}, "policy.alow: unknown key"),
+    ],
+)
+def test_errors_name_the_key_path(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, {})
+    assert message in info.value.message
+
+
+def test_dollar_escape_and_unreadable_files(tmp_path: Path) -> None:
+    assert parse_config({"upstreams": [upstream(args=["$${HOME}"])]}, {}).upstreams[0].args == ("${HOME}",)
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[gateway\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+
+
+def test_generation_tracks_the_upstream_layout_only() -> None:
+    a = parse_config({"upstreams": [upstream()]}, {})
+    b = parse_config({"upstreams": [upstream(timeout_s=5)], "gateway": {"page_size": 3}}, {})
+    c = parse_config({"upstreams": [upstream(namespace="other")]}, {})
+    assert a.generation == b.generation != c.generation

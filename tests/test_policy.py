@@ -1,0 +1,72 @@
+import fnmatch
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.policy import Rules, skeleton
+
+names = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=30)
+simple = st.text(alphabet="abcdefgh_-*?", min_size=1, max_size=10)
+
+SECRET = Rules(allow=("*",), deny=("docs__secret_*",), separator="__")
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "docs__secret_plan",
+        "docs__SECRET_plan",  # case
+        "Docs__Secret_Plan",
+        " docs__secret_plan",  # whitespace
+        "docs__secret_plan ",
+        "docs__ secret_plan",
+        "docs__secret\u200b_plan",  # zero-width space
+        "docs__secret\u00a0_plan",  # no-break space
+        "docs__\u0455ecret_plan",  # Cyrillic dze looks like s
+        "docs__s\u0435cret_plan",  # Cyrillic ie looks like e
+        "d\u03bfcs__secret_plan",  # Greek omicron looks like o
+        "docs__\uff53ecret_plan",  # fullwidth s
+        "docs__se\u0301cret_plan",  # combining accent
+        "docs____secret_plan",  # a second separator
+        "docs______secret_plan",
+    ],
+)
+def test_deny_cannot_be_bypassed_by_spelling(spelling: str) -> None:
+    assert not SECRET.allows(spelling)
+
+
+def test_unrelated_names_stay_visible() -> None:
+    assert SECRET.allows("docs__public")
+    assert SECRET.allows("docs__secretary")  # the glob needs "secret_"
+
+
+def test_allow_is_exact_and_deny_wins() -> None:
+    rules = Rules(allow=("docs__*",), deny=("docs__draft_*",), separator="__")
+    assert rules.allows("docs__guide")
+    assert not rules.allows("DOCS__guide")  # allow does not fold case: nothing is shown by accident
+    assert not rules.allows("other__guide")
+    assert not rules.allows("docs__draft_1")
+    assert not Rules(allow=()).allows("anything")
+
+
+@given(names, st.lists(simple, max_size=4), st.lists(simple, max_size=4))
+def test_deny_wins_over_any_allow(name: str, allow: list[str], deny: list[str]) -> None:
+    rules = Rules(allow=tuple(allow), deny=tuple(deny))
+    if any(fnmatch.fnmatchcase(name, p) for p in deny):
+        assert not rules.allows(name)
+    if rules.allows(name):
+        assert any(fnmatch.fnmatchcase(name, p) for p in allow)
+
+
+@given(names)
+def test_exact_deny_of_a_name_hides_every_variant_with_the_same_skeleton(name: str) -> None:
+    rules = Rules(deny=(name.replace("[", "[[]").replace("*", "[*]").replace("?", "[?]"),))
+    assert not rules.allows(name)
+    assert not rules.allows(name.upper())
+    assert not rules.allows(f" {name}\u200b")
+
+
+@given(names)
+def test_skeleton_is_idempotent(name: str) -> None:
+    assert skeleton(skeleton(name, "__"), "__") == skeleton(name, "__")

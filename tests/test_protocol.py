@@ -1,0 +1,95 @@
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.errors import InvalidRequest, ParseError
+from gateway.protocol.jsonrpc import (
+    Batch,
+    ErrorResponse,
+    Malformed,
+    Notification,
+    Request,
+    Response,
+    decode,
+    encode,
+    request_id_of,
+)
+from gateway.protocol.versions import HANDSHAKE_VERSIONS, at_least, negotiate
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        (b'{"jsonrpc":"2.0","id":1,"method":"ping"}', Request(1, "ping")),
+        (b'{"jsonrpc":"2.0","id":"a","method":"x","params":{"k":1}}', Request("a", "x", {"k": 1})),
+        (b'{"jsonrpc":"2.0","method":"notifications/initialized"}', Notification("notifications/initialized")),
+        (b'{"jsonrpc":"2.0","id":3,"result":{}}', Response(3, {})),
+        (b'{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"m"}}', ErrorResponse(3, {"code": -1, "message": "m"})),
+    ],
+)
+def test_decode_valid(frame: bytes, expected: object) -> None:
+    assert decode(frame) == expected
+    assert decode(encode(expected)) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("frame", "error", "request_id"),
+    [
+        (b"{not json", ParseError, None),
+        (b"\xff\xfe", ParseError, None),
+        (b"[" * 100_000 + b"]" * 100_000, ParseError, None),
+        (b'"just a string"', InvalidRequest, None),
+        (b'{"jsonrpc":"1.0","id":4,"method":"ping"}', InvalidRequest, 4),
+        (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', InvalidRequest, None),
+        (b'{"jsonrpc":"2.0","id":5,"method":7}', InvalidRequest, 5),
+        (b'{"jsonrpc":"2.0","id":6,"method":"x","params":[1]}', InvalidRequest, 6),
+        (b'{"jsonrpc":"2.0","id":7}', InvalidRequest, 7),
+        (b"[]", InvalidRequest, None),
+    ],
+)
+def test_decode_invalid(frame: bytes, error: type[Exception], request_id: object) -> None:
+    with pytest.raises(error) as info:
+        decode(frame)
+    assert request_id_of(info.value) == request_id
+
+
+def test_batch_keeps_valid_members_and_marks_bad_ones() -> None:
+    batch = decode(b'[{"jsonrpc":"2.0","id":1,"method":"ping"}, 5, {"jsonrpc":"2.0","id":2}]')
+    assert isinstance(batch, Batch)
+    assert batch.items[0] == Request(1, "ping")
+    assert isinstance(batch.items[1], Malformed) and batch.items[1].id is None
+    assert isinstance(batch.items[2], Malformed) and batch.items[2].id == 2
+
+
+@given(json_values)
+def test_decode_never_fails_other_than_cleanly(value: object) -> None:
+    try:
+        decode(json.dumps(value))
+    except (ParseError, InvalidRequest):
+        pass
+
+
+@given(st.binary(max_size=200))
+def test_decode_of_random_bytes_fails_cleanly(data: bytes) -> None:
+    try:
+        decode(data)
+    except (ParseError, InvalidRequest):
+        pass
+
+
+def test_version_negotiation() -> None:
+    for version in HANDSHAKE_VERSIONS:
+        assert negotiate(version) == version
+    assert negotiate("1999-01-01") == HANDSHAKE_VERSIONS[-1]
+    assert negotiate(None) == HANDSHAKE_VERSIONS[-1]
+    assert at_least("2025-06-18", "2025-03-26")
+    assert not at_least("2024-11-05", "2025-03-26")
+    assert not at_least("zzz", "2024-11-05")  # unknown revisions compare as oldest, not by string order

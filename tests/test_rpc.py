@@ -1,0 +1,211 @@
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+
+from gateway.errors import InvalidParams
+from gateway.protocol.jsonrpc import Notification, Request
+from gateway.rpc import PeerClosed, RemoteError, RequestTimeout, RpcPeer
+from gateway.testing import MemoryFrameStream, memory_frame_pair
+
+pytestmark = pytest.mark.anyio
+Pair = tuple[MemoryFrameStream, MemoryFrameStream]
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[Pair]:
+    ours, theirs = memory_frame_pair()
+    yield ours, theirs
+    await ours.aclose()
+    await theirs.aclose()
+
+
+async def read_json(stream: MemoryFrameStream) -> Any:
+    with anyio.fail_after(5):
+        return json.loads(await stream.receive())
+
+
+async def test_requests_are_correlated_by_id_when_answered_out_of_order(pair: Pair) -> None:
+    ours, theirs = pair
+    peer = RpcPeer(ours)
+    results: dict[str, Any] = {}
+
+    async def call(name: str) -> None:
+        results[name] = await peer.request("m", {"n": name}, timeout=5)
+
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(peer.run)
+        async with anyio.create_task_group() as calls:
+            calls.start_soon(call, "a")
+            calls.start_soon(call, "b")
+            first, second = await read_json(theirs), await read_json(theirs)
+            await theirs.send(b'{"jsonrpc":"2.0","id":999,"result":{}}')  # unknown id: ignored, not fatal
+            for message in (second, first):
+                await theirs.send(
+                    json.dumps(
+                        {"jsonrpc": "2.0", "id": message["id"], "result": {"echo": message["params"]["n"]}}
+                    ).encode()
+                )
+        outer.cancel_scope.cancel()
+    assert results == {"a": {"echo": "a"}, "b": {"echo": "b"}}
+
+
+async def test_error_answers_raise_remote_error(pair: Pair) -> None:
+    ours, theirs = pair
+    peer = RpcPeer(ours)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(peer.run)
+
+        async def answer() -> None:
+            message = await read_json(theirs)
+            await theirs.send(
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32602, "message": "nope"}}
+                ).encode()
+            )
+
+        tg.start_soon(answer)
+        with pytest.raises(RemoteError) as info:
+            await peer.request("m", None, timeout=5)
+        assert info.value.error == {"code": -32602, "message": "nope"}
+        tg.cancel_scope.cancel()
+
+
+async def test_pending_requests_fail_at_once_when_the_peer_goes_away(pair: Pair) -> None:
+    ours, theirs = pair
+    peer = RpcPeer(ours)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(peer.run)
+
+        async def hang_up() -> None:
+            await read_json(theirs)
+            await theirs.aclose()
+
+        tg.start_soon(hang_up)
+        with anyio.fail_after(5), pytest.raises(PeerClosed):
+            await peer.request("m", None, timeout=3600)
+    with pytest.raises(PeerClosed):
+        await peer.request("m", None, timeout=1)
+
+
+async def test_timeout_and_caller_cancellation_send_notifications_cancelled(pair: Pair) -> None:
+    ours, theirs = pair
+    peer = RpcPeer(ours)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(peer.run)
+        with pytest.raises(RequestTimeout):
+            await peer.request("slow", None, timeout=0.01)
+        sent = await read_json(theirs)
+        cancel = await read_json(theirs)
+        assert cancel == {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": sent["id"], "reason": "timed out"},
+        }
+        with anyio.move_on_after(0.01):
+            await peer.request("abandoned", None, timeout=None)
+        sent = await read_json(theirs)
+        cancel = await read_json(theirs)
+        assert cancel["params"] == {"requestId": sent["id"], "reason": "cancelled by the caller"}
+        tg.cancel_scope.cancel()
+
+
+async def test_incoming_requests_run_concurrently_and_can_be_cancelled(pair: Pair) -> None:
+    ours, theirs = pair
+    started, release = anyio.Event(), anyio.Event()
+
+    async def handle(request: Request) -> dict[str, Any]:
+        if request.method == "block":
+            started.set()
+            await anyio.sleep_forever()
+        if request.method == "bad":
+            raise InvalidParams("Invalid params: no")
+        if request.method == "crash":
+            raise RuntimeError("bug")
+        return {"m": request.method}
+
+    notifications: list[Notification] = []
+
+    async def notified(notification: Notification) -> None:
+        notifications.append(notification)
+        release.set()
+
+    peer = RpcPeer(ours, on_request=handle, on_notification=notified, answer_malformed=True)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(peer.run)
+        await theirs.send(b'{"jsonrpc":"2.0","id":1,"method":"block"}')
+        await started.wait()
+        await theirs.send(b'{"jsonrpc":"2.0","id":2,"method":"quick"}')  # not stuck behind request 1
+        assert await read_json(theirs) == {"jsonrpc": "2.0", "id": 2, "result": {"m": "quick"}}
+        await theirs.send(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}')
+        await release.wait()
+        await theirs.send(b'{"jsonrpc":"2.0","id":3,"method":"bad"}')
+        assert await read_json(theirs) == {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "error": {"code": -32602, "message": "Invalid params: no"},
+        }
+        await theirs.send(b'{"jsonrpc":"2.0","id":4,"method":"crash"}')
+        assert await read_json(theirs) == {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "error": {"code": -32603, "message": "Internal error"},
+        }
+        tg.cancel_scope.cancel()
+    assert notifications[0].method == "notifications/cancelled"  # request 1 never answered: nothing before id 3
+
+
+async def test_malformed_frames_and_batches_are_answered(pair: Pair) -> None:
+    ours, theirs = pair
+
+    async def handle(request: Request) -> dict[str, Any]:
+        return {"m": request.method}
+
+    peer = RpcPeer(ours, on_request=handle, answer_malformed=True)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(peer.run)
+        await theirs.send(b"{oops")
+        assert await read_json(theirs) == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32700, "message": "Parse error: the message is not valid UTF-8 JSON"},
+        }
+        await theirs.send(b'{"jsonrpc":"2.0","id":7,"method":3}')
+        answer = await read_json(theirs)
+        assert answer["id"] == 7 and answer["error"]["code"] == -32600
+        await theirs.send(b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},42]')
+        batch = await read_json(theirs)
+        assert sorted(json.dumps(x, sort_keys=True) for x in batch) == sorted(
+            json.dumps(x, sort_keys=True)
+            for x in [
+                {"jsonrpc": "2.0", "id": 1, "result": {"m": "a"}},
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {"code": -32600, "message": "Invalid Request: a message must be a JSON object"},
+                },
+            ]
+        )
+        tg.cancel_scope.cancel()
+
+
+async def test_in_flight_requests_are_bounded(pair: Pair) -> None:
+    ours, theirs = pair
+    gate = anyio.Event()
+
+    async def handle(request: Request) -> dict[str, Any]:
+        await gate.wait()
+        return {}
+
+    peer = RpcPeer(ours, on_request=handle, answer_malformed=True, max_in_flight=2)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(peer.run)
+        for i in range(3):
+            await theirs.send(json.dumps({"jsonrpc": "2.0", "id": i, "method": "x"}).encode())
+        refused = await read_json(theirs)
+        assert refused["id"] == 2 and refused["error"]["message"] == "Invalid Request: too many concurrent requests"
+        gate.set()
+        assert {(await read_json(theirs))["id"], (await read_json(theirs))["id"]} == {0, 1}
+        tg.cancel_scope.cancel()
