@@ -69,7 +69,8 @@ async def test_without_page_size_a_page_is_one_page_of_each_upstream_in_config_o
     b = FakePromptSource.numbered("b", 5, page_size=10)
     pages = await list_all(catalog(a, b))
     assert [len(p) for p in pages] == [15, 10, 5]
-    assert pages[0][0]["name"] == "a__p00000" and pages[0][10]["name"] == "b__p00000"
+    assert pages[0][0]["name"] == "a__p00000"
+    assert pages[0][10]["name"] == "b__p00000"
 
 
 @settings(max_examples=40, deadline=None)
@@ -159,7 +160,8 @@ async def test_policy_hides_prompts_exactly_like_unknown_ones() -> None:
         with pytest.raises(UnknownPrompt):
             await cat.complete({"ref": {"type": "ref/prompt", "name": name}, "argument": {"name": "x", "value": ""}})
     assert len(set(errors)) == 1
-    assert a.count("prompts/get") == 0 and a.count("completion/complete") == 0
+    assert a.count("prompts/get") == 0
+    assert a.count("completion/complete") == 0
 
 
 async def test_a_viewer_sees_only_what_its_rules_allow() -> None:
@@ -222,7 +224,8 @@ async def test_listing_is_cached_until_the_upstream_announces_a_change() -> None
     a.prompts.append({"name": "new"})
     cat.invalidate("a")
     names = [p["name"] for page in await list_all(cat) for p in page]
-    assert "a__new" in names and a.count("prompts/list") > calls
+    assert "a__new" in names
+    assert a.count("prompts/list") > calls
 
 
 async def test_upstreams_that_never_announce_changes_are_not_cached_but_misses_refresh() -> None:
@@ -279,10 +282,13 @@ async def test_invalid_upstream_results_are_contained() -> None:
             return {"messages": [{"role": "robot", "content": {"type": "image", "data": "!", "mimeType": "a/b"}}]}
 
     listing = await catalog(BrokenList("b"), FakePromptSource.numbered("ok", 1)).list_prompts(None)
-    assert listing["_meta"] == {UNAVAILABLE_META_KEY: ["b"]} and len(listing["prompts"]) == 1
-    with pytest.raises(UpstreamProtocolError, match="Upstream 'b' sent an invalid prompts/list result: prompts.0.name"):
+    assert listing["_meta"] == {UNAVAILABLE_META_KEY: ["b"]}
+    assert len(listing["prompts"]) == 1
+    with pytest.raises(
+        UpstreamProtocolError, match=r"Upstream .b. sent an invalid prompts/list result: prompts\.0\.name"
+    ):
         await catalog(BrokenList("b"), on_upstream_error="fail").list_prompts(None)
-    with pytest.raises(UpstreamProtocolError, match="invalid prompts/get result: messages.0.role") as info:
+    with pytest.raises(UpstreamProtocolError, match=r"invalid prompts/get result: messages.0.role") as info:
         await catalog(BrokenGet("g")).get_prompt({"name": "g__x"})
     assert info.value.code == -32603
     assert "messages.0.content.data: Value error, not valid base64" in info.value.message

@@ -18,7 +18,8 @@ positions = st.lists(
 @given(positions)
 def test_round_trip(position: ListingPosition) -> None:
     token = codec.encode(position)
-    assert token.isascii() and "=" not in token
+    assert token.isascii()
+    assert "=" not in token
     assert codec.decode(token, generation="gen1", upstream_count=len(position.upstreams)) == position
 
 

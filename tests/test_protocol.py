@@ -1,3 +1,4 @@
+import contextlib
 import json
 
 import pytest
@@ -65,24 +66,22 @@ def test_batch_keeps_valid_members_and_marks_bad_ones() -> None:
     batch = decode(b'[{"jsonrpc":"2.0","id":1,"method":"ping"}, 5, {"jsonrpc":"2.0","id":2}]')
     assert isinstance(batch, Batch)
     assert batch.items[0] == Request(1, "ping")
-    assert isinstance(batch.items[1], Malformed) and batch.items[1].id is None
-    assert isinstance(batch.items[2], Malformed) and batch.items[2].id == 2
+    assert isinstance(batch.items[1], Malformed)
+    assert batch.items[1].id is None
+    assert isinstance(batch.items[2], Malformed)
+    assert batch.items[2].id == 2
 
 
 @given(json_values)
 def test_decode_never_fails_other_than_cleanly(value: object) -> None:
-    try:
+    with contextlib.suppress(ParseError, InvalidRequest):
         decode(json.dumps(value))
-    except (ParseError, InvalidRequest):
-        pass
 
 
 @given(st.binary(max_size=200))
 def test_decode_of_random_bytes_fails_cleanly(data: bytes) -> None:
-    try:
+    with contextlib.suppress(ParseError, InvalidRequest):
         decode(data)
-    except (ParseError, InvalidRequest):
-        pass
 
 
 def test_version_negotiation() -> None:

@@ -174,7 +174,8 @@ async def test_malformed_frames_and_batches_are_answered(pair: Pair) -> None:
         }
         await theirs.send(b'{"jsonrpc":"2.0","id":7,"method":3}')
         answer = await read_json(theirs)
-        assert answer["id"] == 7 and answer["error"]["code"] == -32600
+        assert answer["id"] == 7
+        assert answer["error"]["code"] == -32600
         await theirs.send(b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},42]')
         batch = await read_json(theirs)
         assert sorted(json.dumps(x, sort_keys=True) for x in batch) == sorted(
@@ -205,7 +206,8 @@ async def test_in_flight_requests_are_bounded(pair: Pair) -> None:
         for i in range(3):
             await theirs.send(json.dumps({"jsonrpc": "2.0", "id": i, "method": "x"}).encode())
         refused = await read_json(theirs)
-        assert refused["id"] == 2 and refused["error"]["message"] == "Invalid Request: too many concurrent requests"
+        assert refused["id"] == 2
+        assert refused["error"]["message"] == "Invalid Request: too many concurrent requests"
         gate.set()
         assert {(await read_json(theirs))["id"], (await read_json(theirs))["id"]} == {0, 1}
         tg.cancel_scope.cancel()

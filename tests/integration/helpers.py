@@ -59,7 +59,7 @@ def gateway_params(config: Path) -> StdioServerParameters:
         command=sys.executable,
         args=["-m", "gateway", "serve", "--config", str(config), "--log-level", "warning"],
         cwd=str(ROOT),
-        env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")},
+        env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", str(ROOT))},
     )
 
 

@@ -75,9 +75,11 @@ async def list_everything(client: Client) -> list[t.Prompt]:
 async def test_initialize_declares_prompts_list_changed_and_completions(client: Client) -> None:
     assert client.protocol_version == "2025-11-25"
     capabilities = client.server_capabilities
-    assert capabilities.prompts is not None and capabilities.prompts.list_changed is True
+    assert capabilities.prompts is not None
+    assert capabilities.prompts.list_changed is True
     assert capabilities.completions is not None
-    assert client.server_info is not None and client.server_info.name == "mcp-prompt-gateway"
+    assert client.server_info is not None
+    assert client.server_info.name == "mcp-prompt-gateway"
     await client.send_ping()
 
 
@@ -94,7 +96,8 @@ async def test_prompt_fields_pass_through_untouched(client: Client) -> None:
     rich = next(p for p in (await client.list_prompts()).prompts if p.name == "pag__rich")
     assert rich.title == "A prompt with everything"
     assert rich.description == "Carries title, icons, _meta and arguments"
-    assert rich.icons is not None and str(rich.icons[0].src) == "https://example.invalid/icon.png"
+    assert rich.icons is not None
+    assert str(rich.icons[0].src) == "https://example.invalid/icon.png"
     assert rich.meta == {"example.com/owner": "team-a"}
     assert rich.arguments == [t.PromptArgument(name="topic", description="What about", required=True)]
 
@@ -107,16 +110,19 @@ async def test_get_passes_every_content_type_through(client: Client) -> None:
     kinds = [type(m.content) for m in result.messages]
     assert kinds == [t.TextContent, t.ImageContent, t.AudioContent, t.EmbeddedResource, t.ResourceLink]
     text = result.messages[0].content
-    assert isinstance(text, t.TextContent) and text.text == "Tell me about otters"
+    assert isinstance(text, t.TextContent)
+    assert text.text == "Tell me about otters"
     assert text.annotations == t.Annotations(audience=["user"], priority=0.5)
     image = result.messages[1].content
-    assert (
-        isinstance(image, t.ImageContent) and image.mime_type == "image/png" and result.messages[1].role == "assistant"
-    )
+    assert isinstance(image, t.ImageContent)
+    assert image.mime_type == "image/png"
+    assert result.messages[1].role == "assistant"
     resource = result.messages[3].content
-    assert isinstance(resource, t.EmbeddedResource) and str(resource.resource.uri) == "file:///notes.md"
+    assert isinstance(resource, t.EmbeddedResource)
+    assert str(resource.resource.uri) == "file:///notes.md"
     link = result.messages[4].content
-    assert isinstance(link, t.ResourceLink) and link.name == "big.bin"
+    assert isinstance(link, t.ResourceLink)
+    assert link.name == "big.bin"
 
 
 async def test_completion_is_routed_with_its_context(client: Client) -> None:
