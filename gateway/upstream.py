@@ -25,7 +25,7 @@ from gateway import __version__
 from gateway.config import StdioUpstream
 from gateway.errors import (
     MethodNotFound,
-    UpstreamProtocolError,
+    UpstreamError,
     UpstreamRejected,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -160,7 +160,7 @@ class UpstreamConnector:
                     self.last_error = str(exc)
                     self._enter("failed", error=self.last_error)
                     return
-                except (OSError, UpstreamProtocolError, UpstreamTimeout, UpstreamUnavailable, UpstreamRejected) as exc:
+                except (OSError, UpstreamError) as exc:
                     reason = str(exc) or type(exc).__name__
                 self.last_error = reason
                 delay = self._backoff.next_delay()
@@ -177,7 +177,10 @@ class UpstreamConnector:
                 self._enter("stopped")
 
     async def _connect_and_serve(self) -> None:
+        """One connection's life. A failure is re-raised only after the task groups have closed, so the
+        supervisor sees the typed error rather than an ExceptionGroup."""
         spec = ChildSpec(self.settings.command, self.settings.args, self.settings.env, self.settings.cwd)
+        failure: HandshakeFailed | UpstreamError | None = None
         async with open_child(spec, on_stderr_line=self._log_stderr, max_message_bytes=self._max_message_bytes) as (
             stream,
             process,
@@ -201,9 +204,13 @@ class UpstreamConnector:
                     )
                     self._backoff.reset()
                     await peer.wait_closed()
+                except (HandshakeFailed, UpstreamError) as exc:
+                    failure = exc
                 finally:
                     self._peer = None
                     tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
 
     async def _handshake(self, peer: RpcPeer) -> None:
         params = {

@@ -10,11 +10,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES, NewlineFramedStream
@@ -109,19 +112,38 @@ async def _terminate(process: Process, grace_s: float) -> None:
 
 
 class _FdReceiveStream(ByteReceiveStream):
-    """Reads a file descriptor in a worker thread: portable for pipes, ttys and regular files alike."""
+    """Reads a file descriptor on a daemon thread: works for pipes, ttys and regular files alike, and a
+    read that never returns (an idle stdin) cannot hold up the process's exit. The queue is bounded,
+    so a client that floods stdin is throttled by the pipe, not buffered in memory."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._chunks_in, self._chunks = anyio.create_memory_object_stream[bytes](4)
+        self._thread: threading.Thread | None = None
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
-        chunk = await anyio.to_thread.run_sync(os.read, self._fd, max_bytes, abandon_on_cancel=True)
-        if not chunk:
-            raise anyio.EndOfStream
-        return chunk
+        if self._thread is None:
+            token = anyio.lowlevel.current_token()
+            self._thread = threading.Thread(target=self._pump, args=(token,), name="stdin-reader", daemon=True)
+            self._thread.start()
+        try:
+            return await self._chunks.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise anyio.EndOfStream from None
+
+    def _pump(self, token: anyio.lowlevel.EventLoopToken) -> None:
+        try:
+            while chunk := os.read(self._fd, 65536):
+                anyio.from_thread.run(self._chunks_in.send, chunk, token=token)
+        except Exception:  # noqa: S110 - the loop has closed or the fd broke: either way, end of stream
+            pass
+        finally:
+            with suppress(Exception):
+                anyio.from_thread.run_sync(self._chunks_in.close, token=token)
 
     async def aclose(self) -> None:
-        return None
+        self._chunks_in.close()
+        self._chunks.close()
 
 
 class _FdSendStream(ByteSendStream):

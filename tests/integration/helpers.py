@@ -70,3 +70,8 @@ def process_gone(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except FileNotFoundError:
         return True
+
+
+def demo_upstream(namespace: str, module: str, **extra: Any) -> dict[str, Any]:
+    """A demo server shipped in the package: starts fast (no SDK import)."""
+    return {"namespace": namespace, "command": sys.executable, "args": ["-m", f"gateway.demo.{module}"], **extra}

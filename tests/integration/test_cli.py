@@ -1,0 +1,129 @@
+"""The command line as a user runs it: exit codes, tables, logs, shutdown."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.integration.helpers import (
+    ROOT,
+    demo_upstream,
+    gateway_command,
+    process_gone,
+    sdk_upstream,
+    write_config,
+)
+
+pytestmark = pytest.mark.slow
+EXAMPLE = ROOT / "config.example.toml"
+
+
+def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
+
+
+def test_check_on_the_example_config() -> None:
+    result = run(*gateway_command(EXAMPLE, "check"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["UPSTREAM", "TRANSPORT", "STATE", "PROMPTS", "DETAIL"]
+    assert lines[1].split()[:4] == ["writing", "stdio", "ready", "3"]
+    assert lines[2].split()[:4] == ["eng", "stdio", "ready", "4"]
+    assert "5 prompts visible through the gateway after policy." in result.stdout
+
+
+def test_check_fails_and_names_a_broken_upstream_while_the_others_start(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml",
+        [
+            demo_upstream("writing", "writing"),
+            {"namespace": "broken", "command": str(tmp_path / "no-such-server"), "timeout_s": 5},
+            {
+                "namespace": "noprompts",
+                "command": "python3",
+                "args": ["-c", "import sys; sys.stdin.read()"],
+                "timeout_s": 1,
+            },
+        ],
+    )
+    result = run(*gateway_command(config, "check"))
+    assert result.returncode == 1
+    rows = {line.split()[0]: line for line in result.stdout.splitlines()[1:] if line.strip()}
+    assert rows["writing"].split()[2] == "ready"
+    assert rows["broken"].split()[2] == "backing-off"
+    assert "No such file or directory" in rows["broken"]
+    assert "did not answer initialize" in rows["noprompts"]
+
+
+def test_list_prints_the_policy_filtered_list(tmp_path: Path) -> None:
+    table = run(*gateway_command(EXAMPLE, "list"))
+    assert table.returncode == 0, table.stderr
+    names = [line.split()[0] for line in table.stdout.splitlines()[1:]]
+    assert names == [
+        "writing__summarize",
+        "writing__translate",
+        "eng__code_review",
+        "eng__commit_message",
+        "eng__explain_error",
+    ]
+    as_json = run(*gateway_command(EXAMPLE, "list", "--json"))
+    prompts = json.loads(as_json.stdout)
+    assert [p["name"] for p in prompts] == names
+    assert prompts[1]["arguments"][1] == {"name": "language", "description": "The target language", "required": True}
+
+
+def test_config_errors_exit_2_naming_the_key(tmp_path: Path) -> None:
+    bad = write_config(tmp_path / "bad.toml", [{"namespace": "x y", "command": "python3"}])
+    result = run(*gateway_command(bad, "check"))
+    assert result.returncode == 2
+    assert "upstreams[0].namespace: String should match pattern" in result.stderr
+
+
+def test_upstream_stderr_is_logged_as_structured_events(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", [sdk_upstream("dyn", "dynamic")])
+    result = run(*gateway_command(config, "check", "--log-level", "info"))
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stderr.splitlines()]
+    stderr_events = [e for e in events if e["event"] == "upstream_stderr"]
+    assert {"upstream": "dyn", "line": "dynamic server starting"}.items() <= stderr_events[0].items()
+    assert any(e["event"] == "upstream_state" and e["state"] == "ready" for e in events)
+
+
+@pytest.mark.anyio
+async def test_serve_exits_cleanly_on_sigterm_and_leaves_no_orphans(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", [sdk_upstream("dyn", "dynamic")])
+    async with await anyio.open_process(gateway_command(config, "serve"), cwd=ROOT) as process:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        for message in (
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            },
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": {"name": "dyn__pid"}},
+        ):
+            await process.stdin.send(json.dumps(message).encode() + b"\n")
+        received = b""
+        with anyio.fail_after(20):
+            while received.count(b"\n") < 2:
+                received += await process.stdout.receive()
+        answer = json.loads(received.splitlines()[1])
+        pid = int(answer["result"]["messages"][0]["content"]["text"])
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(20):
+            assert await process.wait() == 0
+    with anyio.fail_after(10):
+        while not process_gone(pid):
+            await anyio.sleep(0.05)

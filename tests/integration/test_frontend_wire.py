@@ -1,0 +1,135 @@
+"""The stdio front end fed raw bytes, as a buggy or hostile client would send them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as t
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from tests.integration.helpers import ROOT, demo_upstream, gateway_command, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+class Wire:
+    def __init__(self, process: Process) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self.process = process
+        self._stdin = process.stdin
+        self._stdout = BufferedByteReceiveStream(process.stdout)
+
+    async def send_raw(self, data: bytes) -> None:
+        await self._stdin.send(data + b"\n")
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.send_raw(json.dumps(message).encode())
+
+    async def receive(self) -> Any:
+        with anyio.fail_after(10):
+            return json.loads(await self._stdout.receive_until(b"\n", 10 * 1024 * 1024))
+
+    async def call(self, id_: int, method: str, params: dict[str, Any] | None = None) -> Any:
+        await self.send({"jsonrpc": "2.0", "id": id_, "method": method, **({"params": params} if params else {})})
+        return await self.receive()
+
+
+def initialize(version: str = "2025-11-25") -> dict[str, Any]:
+    return {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+
+
+@pytest.fixture
+async def wire(tmp_path: Path) -> AsyncIterator[Wire]:
+    config = write_config(
+        tmp_path / "c.toml", [demo_upstream("writing", "writing")], gateway={"max_message_bytes": 4096}
+    )
+    async with await anyio.open_process(gateway_command(config, "serve"), cwd=ROOT) as process:
+        yield Wire(process)
+        process.terminate()
+
+
+@pytest.mark.parametrize(
+    ("requested", "answered"),
+    [
+        ("2024-11-05", "2024-11-05"),
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        ("1999-01-01", "2025-11-25"),
+    ],
+)
+async def test_version_negotiation(wire: Wire, requested: str, answered: str) -> None:
+    answer = await wire.call(1, "initialize", initialize(requested))
+    result = t.InitializeResult.model_validate(answer["result"])
+    assert result.protocol_version == answered
+    assert result.capabilities.prompts is not None
+    assert result.capabilities.prompts.list_changed is True
+
+
+async def test_lifecycle_errors(wire: Wire) -> None:
+    assert (await wire.call(1, "ping"))["result"] == {}  # ping is allowed before initialize
+    early = await wire.call(2, "prompts/list")
+    assert early["error"] == {"code": -32600, "message": "Invalid Request: prompts/list before initialize"}
+    await wire.call(3, "initialize", initialize())
+    await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    again = await wire.call(4, "initialize", initialize())
+    assert again["error"]["code"] == -32600
+    listing = t.ListPromptsResult.model_validate((await wire.call(5, "prompts/list"))["result"])
+    assert [p.name for p in listing.prompts] == ["writing__summarize", "writing__translate", "writing__proofread"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"{oops", {"id": None, "code": -32700}),
+        (b"\xff\xfe\xfd", {"id": None, "code": -32700}),
+        (b"[" * 4000, {"id": None, "code": -32700}),  # deep nesting within the size bound
+        (b'{"jsonrpc":"2.0","id":5,"method":3}', {"id": 5, "code": -32600}),
+        (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', {"id": None, "code": -32600}),
+        (b'{"jsonrpc":"2.0","id":6,"method":"tools/list"}', {"id": 6, "code": -32601}),
+        (b'{"jsonrpc":"2.0","id":7,"method":"no/such/method"}', {"id": 7, "code": -32601}),
+        (b'{"jsonrpc":"2.0","id":8,"method":"prompts/get","params":{"name":7}}', {"id": 8, "code": -32602}),
+        (
+            b'{"jsonrpc":"2.0","id":9,"method":"prompts/get","params":{"name":"writing__summarize",'
+            b'"arguments":{"text":["not","a","string"]}}}',
+            {"id": 9, "code": -32602},
+        ),
+        (b'{"jsonrpc":"2.0","id":10,"method":"prompts/list","params":{"cursor":"forged"}}', {"id": 10, "code": -32602}),
+        (
+            b'{"jsonrpc":"2.0","id":11,"method":"prompts/get","params":{"name":"' + b"x" * 8000 + b'"}}',
+            {"id": None, "code": -32600},
+        ),  # over max_message_bytes: skipped whole
+    ],
+)
+async def test_malformed_input_gets_a_well_formed_error_and_the_gateway_keeps_serving(
+    wire: Wire, raw: bytes, expected: dict[str, Any]
+) -> None:
+    await wire.call(1, "initialize", initialize())
+    await wire.send_raw(raw)
+    answer = await wire.receive()
+    assert answer["jsonrpc"] == "2.0"
+    assert answer["id"] == expected["id"]
+    assert answer["error"]["code"] == expected["code"]
+    assert isinstance(answer["error"]["message"], str)
+    assert answer["error"]["message"]
+    assert (await wire.call(99, "ping"))["result"] == {}
+
+
+async def test_batches_are_answered_as_arrays(wire: Wire) -> None:
+    await wire.call(1, "initialize", initialize("2025-03-26"))
+    await wire.send(
+        [
+            {"jsonrpc": "2.0", "id": 2, "method": "ping"},  # type: ignore[arg-type]
+            {"jsonrpc": "2.0", "id": 3, "method": "nope"},
+        ]
+    )
+    answers = {a["id"]: a for a in await wire.receive()}
+    assert answers[2]["result"] == {}
+    assert answers[3]["error"]["code"] == -32601
