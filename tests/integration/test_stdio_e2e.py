@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -195,3 +197,19 @@ async def test_upstreams_end_with_the_gateway(config: Path) -> None:
     with anyio.fail_after(10):
         while not process_gone(pid):
             await anyio.sleep(0.05)
+
+
+async def test_a_crashed_upstream_leaves_the_list_and_comes_back(client: Client, notifications: Notifications) -> None:
+    content = (await client.get_prompt("dyn__pid")).messages[0].content
+    assert isinstance(content, t.TextContent)
+    os.kill(int(content.text), signal.SIGKILL)
+    await notifications.next_list_changed()
+    names = [p.name for p in await list_everything(client)]  # the restart waits >= 0.25 s of backoff
+    assert "dyn__pid" not in names
+    assert "comp__weather" in names  # the others are unaffected
+    with pytest.raises(MCPError) as info:
+        await client.get_prompt("dyn__pid")
+    assert info.value.error.code == -32603
+    assert "Upstream 'dyn'" in info.value.error.message
+    while "dyn__pid" not in [p.name for p in await list_everything(client)]:
+        await notifications.next_list_changed()
