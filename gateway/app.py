@@ -106,7 +106,14 @@ async def run_gateway(config: Config) -> AsyncIterator[Gateway]:
 
 async def serve_stream(gateway: Gateway, stream: MessageStream, *, viewer: Rules | None = None) -> None:
     """Serve one client over one frame stream (stdio) until it hangs up."""
-    session = ClientSession(gateway.catalog, completions=gateway.offers_completions, viewer=viewer)
+    due = anyio.Event()
+
+    def list_changed() -> None:
+        due.set()
+
+    session = ClientSession(
+        gateway.catalog, completions=gateway.offers_completions, on_list_changed=list_changed, viewer=viewer
+    )
     peer = RpcPeer(
         stream,
         on_request=session.handle_request,
@@ -116,8 +123,13 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, viewer: Rules
     )
 
     async def deliver() -> None:
+        """One notification per wake-up: changes that pile up while one is being sent coalesce."""
+        nonlocal due
         with suppress(PeerClosed):
-            await session.deliver_notifications(peer.notify)
+            while True:
+                await due.wait()
+                due = anyio.Event()
+                await peer.notify("notifications/prompts/list_changed")
 
     gateway.hub.add(session)
     try:

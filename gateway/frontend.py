@@ -12,10 +12,9 @@ but before ``initialized`` are served (clients race it, and nothing here depends
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Literal
 
-import anyio
 import structlog
 
 from gateway import __version__
@@ -36,22 +35,6 @@ _ALLOWED: dict[SessionState, frozenset[str]] = {
 }
 _KNOWN_METHODS = frozenset().union(*_ALLOWED.values())
 
-SendNotification = Callable[[str, dict[str, Any] | None], Awaitable[None]]
-
-
-class _Coalescing:
-    """A pending-notification flag: many sets before the sender wakes make one notification."""
-
-    def __init__(self) -> None:
-        self._event = anyio.Event()
-
-    def set(self) -> None:
-        self._event.set()
-
-    async def wait(self) -> None:
-        await self._event.wait()
-        self._event = anyio.Event()
-
 
 class ClientSession:
     def __init__(
@@ -59,6 +42,7 @@ class ClientSession:
         catalog: Catalog,
         *,
         completions: Callable[[], bool],
+        on_list_changed: Callable[[], None],
         viewer: Rules | None = None,
         session_id: str | None = None,
     ) -> None:
@@ -69,7 +53,7 @@ class ClientSession:
         self.state: SessionState = "new"
         self.protocol_version: str | None = None
         self.client_info: dict[str, Any] = {}
-        self._list_changed = _Coalescing()
+        self._on_list_changed = on_list_changed
         self.log = structlog.get_logger("gateway.session").bind(session=session_id)
 
     async def handle_request(self, request: Request) -> dict[str, Any]:
@@ -110,15 +94,10 @@ class ClientSession:
             self.state = "ready"
 
     def list_changed(self) -> None:
-        """Mark a list_changed as due; never blocks, so one slow client cannot stall the fan-out."""
+        """Announce a list change if the client has initialized. The transport's callback must not block:
+        one slow client cannot be allowed to stall the fan-out to the others."""
         if self.state in ("initializing", "ready"):
-            self._list_changed.set()
-
-    async def deliver_notifications(self, send: SendNotification) -> None:
-        """Run for the session's lifetime: send each due list_changed (coalesced) through ``send``."""
-        while True:
-            await self._list_changed.wait()
-            await send("notifications/prompts/list_changed", None)
+            self._on_list_changed()
 
     def close(self) -> None:
         self.state = "closed"

@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import math
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from typing import Any
 
 import anyio
@@ -74,6 +75,59 @@ async def _ignore(notification: Notification) -> None:
     return None
 
 
+class InboundRequests:
+    """A peer's incoming requests: bounded in number, cancellable by id, every failure an error answer.
+
+    Shared by the stream peer below and the HTTP front end, which answers each request on its own
+    HTTP response but must honour ``notifications/cancelled`` and the same bound all the same.
+    """
+
+    def __init__(self, handler: RequestHandler, *, max_in_flight: int, logger: Any = None) -> None:
+        self._handler = handler
+        self._max_in_flight = max_in_flight
+        self._log = logger if logger is not None else log
+        self._scopes: dict[RequestId, anyio.CancelScope] = {}
+
+    def admit(self, request: Request) -> anyio.CancelScope | ErrorResponse:
+        """Reserve the request's id, or the error answer when it cannot run (too many, or a duplicate id)."""
+        if request.id in self._scopes:
+            return error_response(request.id, InvalidRequest("Invalid Request: duplicate request id"))
+        if len(self._scopes) >= self._max_in_flight:
+            return error_response(request.id, InvalidRequest("Invalid Request: too many concurrent requests"))
+        scope = anyio.CancelScope()
+        self._scopes[request.id] = scope
+        return scope
+
+    async def run(self, request: Request, scope: anyio.CancelScope) -> Response | ErrorResponse | None:
+        """The answer to an admitted request; None when the peer cancelled it (it expects no answer)."""
+        try:
+            with scope:
+                return await self._answer(request)
+            return None
+        finally:
+            self._scopes.pop(request.id, None)
+
+    async def _answer(self, request: Request) -> Response | ErrorResponse:
+        try:
+            return Response(request.id, await self._handler(request))
+        except GatewayError as exc:
+            return error_response(request.id, exc)
+        except Exception:
+            self._log.exception("request_handler_failed", method=request.method)
+            return ErrorResponse(request.id, {"code": INTERNAL_ERROR, "message": "Internal error"})
+
+    def cancel(self, params: dict[str, Any] | None) -> None:
+        """Apply a ``notifications/cancelled``; unknown or finished ids are ignored, as the spec asks."""
+        request_id = (params or {}).get("requestId")
+        if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+            scope = self._scopes.get(request_id)
+            if scope is not None:
+                scope.cancel()
+
+    def __len__(self) -> int:
+        return len(self._scopes)
+
+
 class RpcPeer:
     def __init__(
         self,
@@ -86,14 +140,12 @@ class RpcPeer:
         logger: Any = None,
     ) -> None:
         self._stream = stream
-        self._on_request = on_request
         self._on_notification = on_notification
         self._answer_malformed = answer_malformed
-        self._max_in_flight = max_in_flight
         self._log = logger if logger is not None else log
+        self._inbound = InboundRequests(on_request, max_in_flight=max_in_flight, logger=self._log)
         self._ids = itertools.count(1)
         self._pending: dict[RequestId, _Pending] = {}
-        self._handlers: dict[RequestId, anyio.CancelScope] = {}
         self._closed = False
         self._closed_event = anyio.Event()
         self._task_group: TaskGroup | None = None
@@ -205,7 +257,7 @@ class RpcPeer:
             pending.event.set()
         elif isinstance(message, Notification):
             if message.method == "notifications/cancelled":
-                self._cancel_handler(message.params)
+                self._inbound.cancel(message.params)
             await self._on_notification(message)
         else:
             await self._start_handler(message)
@@ -233,43 +285,25 @@ class RpcPeer:
                 await self._send_frame(dumps(answers))
 
     async def _collect(self, request: Request, answers: list[dict[str, Any]]) -> None:
-        answers.append(to_wire(await self._answer(request)))
+        admitted = self._inbound.admit(request)
+        answer = admitted if isinstance(admitted, ErrorResponse) else await self._inbound.run(request, admitted)
+        if answer is not None:
+            answers.append(to_wire(answer))
 
     async def _start_handler(self, request: Request) -> None:
-        if len(self._handlers) >= self._max_in_flight or request.id in self._handlers:
-            problem = "duplicate request id" if request.id in self._handlers else "too many concurrent requests"
-            error = InvalidRequest(f"Invalid Request: {problem}")
-            await self._send(error_response(request.id, error))
+        admitted = self._inbound.admit(request)
+        if isinstance(admitted, ErrorResponse):
+            with suppress(PeerClosed):
+                await self._send(admitted)
             return
-        scope = anyio.CancelScope()
-        self._handlers[request.id] = scope
         assert self._task_group is not None  # noqa: S101 - run() sets it before the loop starts
-        self._task_group.start_soon(self._handle, request, scope)
+        self._task_group.start_soon(self._handle, request, admitted)
 
     async def _handle(self, request: Request, scope: anyio.CancelScope) -> None:
-        try:
-            with scope:
-                answer = await self._answer(request)
-                with contextlib.suppress(PeerClosed):
-                    await self._send(answer)
-        finally:
-            self._handlers.pop(request.id, None)
-
-    async def _answer(self, request: Request) -> Response | ErrorResponse:
-        try:
-            return Response(request.id, await self._on_request(request))
-        except GatewayError as exc:
-            return error_response(request.id, exc)
-        except Exception:
-            self._log.exception("request_handler_failed", method=request.method)
-            return ErrorResponse(request.id, {"code": INTERNAL_ERROR, "message": "Internal error"})
-
-    def _cancel_handler(self, params: dict[str, Any] | None) -> None:
-        request_id = (params or {}).get("requestId")
-        if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
-            scope = self._handlers.get(request_id)
-            if scope is not None:
-                scope.cancel()
+        answer = await self._inbound.run(request, scope)
+        if answer is not None:
+            with suppress(PeerClosed):
+                await self._send(answer)
 
     def _close(self) -> None:
         if self._closed:

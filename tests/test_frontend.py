@@ -10,11 +10,19 @@ from gateway.testing import FakePromptSource
 pytestmark = pytest.mark.anyio
 
 
+class Announced(list[int]):
+    def append_one(self) -> None:
+        self.append(1)
+
+
+announced = Announced()
+
+
 def session(completions: bool = True) -> ClientSession:
     catalog = Catalog(
         [Mount(FakePromptSource.numbered("a", 2), prefix="a__")], codec=CursorCodec(b"k" * 32), generation="g"
     )
-    return ClientSession(catalog, completions=lambda: completions)
+    return ClientSession(catalog, completions=lambda: completions, on_list_changed=announced.append_one)
 
 
 INIT = Request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c"}})
@@ -45,11 +53,11 @@ async def test_completion_without_any_completing_upstream_is_method_not_found() 
         await s.handle_request(Request(2, "completion/complete", {}))
 
 
-async def test_hub_marks_only_initialized_sessions() -> None:
+async def test_hub_announces_only_to_initialized_sessions() -> None:
     hub, fresh, joined = Hub(), session(), session()
     await joined.handle_request(INIT)
     hub.add(fresh)
     hub.add(joined)
+    announced.clear()
     assert hub.broadcast_list_changed() == 2
-    assert joined._list_changed._event.is_set()
-    assert not fresh._list_changed._event.is_set()
+    assert announced == [1]  # the session that has not initialized is not told
