@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from gateway import __version__
-from gateway.app import run_gateway, serve_stream
+from gateway.app import ensure_safe_exposure, run_gateway, serve_http, serve_stream
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError, UpstreamError
 from gateway.observability import configure_logging
@@ -53,7 +53,10 @@ async def _serve(config: Config) -> int:
     async with anyio.create_task_group() as tg:
         tg.start_soon(_until_signal, tg.cancel_scope)
         async with run_gateway(config) as gateway:
-            await serve_stream(gateway, open_own_stdio(max_message_bytes=config.gateway.max_message_bytes))
+            if config.server.transport == "http":
+                await serve_http(gateway)
+            else:
+                await serve_stream(gateway, open_own_stdio(max_message_bytes=config.gateway.max_message_bytes))
         tg.cancel_scope.cancel()
     return EXIT_OK
 
@@ -120,6 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"prompt-gateway: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
     if args.command == "serve":
+        try:
+            ensure_safe_exposure(config)
+        except ConfigError as exc:
+            print(f"prompt-gateway: {exc.message}", file=sys.stderr)
+            return EXIT_CONFIG
         return anyio.run(_serve, config)
     if args.command == "check":
         return anyio.run(_check, config)

@@ -4,18 +4,23 @@ the one task group everything runs in. Leaving ``run_gateway`` stops every child
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 
 import anyio
 import structlog
+import uvicorn
 
 from gateway.catalog import Catalog, Mount
 from gateway.config import Config
 from gateway.cursor import CursorCodec
+from gateway.errors import ConfigError
 from gateway.frontend import ClientSession, Hub
+from gateway.http_server import HttpFrontend, Push
 from gateway.policy import Rules
+from gateway.protocol.jsonrpc import Notification, encode
 from gateway.rpc import PeerClosed, RpcPeer
 from gateway.transports.base import MessageStream
 from gateway.upstream import UpstreamConnector
@@ -140,3 +145,98 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, viewer: Rules
     finally:
         session.close()
         gateway.hub.discard(session)
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn inside the gateway's task group: the gateway, not uvicorn, owns SIGTERM/SIGINT."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def http_frontend(gateway: Gateway) -> HttpFrontend:
+    """The HTTP front end wired to this gateway's catalog, hub and per-token policies."""
+    config = gateway.config
+    sep = config.gateway.namespace_separator
+    viewers = {t.name: _rules(t.policy.allow, t.policy.deny, sep) for t in config.server.tokens}
+    list_changed = encode(Notification("notifications/prompts/list_changed"))
+
+    def new_session(principal: str | None, session_id: str, push: Push) -> ClientSession:
+        session = ClientSession(
+            gateway.catalog,
+            completions=gateway.offers_completions,
+            on_list_changed=lambda: push(list_changed, "list_changed"),
+            viewer=viewers.get(principal) if principal is not None else None,
+            session_id=session_id[:8],
+            on_close=lambda: gateway.hub.discard(session),
+        )
+        gateway.hub.add(session)
+        return session
+
+    return HttpFrontend(config.server, new_session, max_message_bytes=config.gateway.max_message_bytes)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def ensure_safe_exposure(config: Config) -> None:
+    """Refuse to serve an unauthenticated HTTP endpoint beyond loopback unless the operator says so."""
+    settings = config.server
+    if (
+        settings.transport == "http"
+        and not settings.loopback
+        and not settings.tokens
+        and not settings.allow_unauthenticated
+    ):
+        raise ConfigError(
+            f"server.host {settings.host!r} is reachable from other machines and no server.tokens are set: "
+            "add tokens, or set server.allow_unauthenticated = true if something in front authenticates"
+        )
+
+
+async def serve_http(gateway: Gateway, *, grace_s: int = 5) -> None:
+    """Serve MCP over HTTP until cancelled; then end every session's stream and stop uvicorn."""
+    settings = gateway.config.server
+    ensure_safe_exposure(gateway.config)
+    frontend = http_frontend(gateway)
+    sock = listening_socket(settings.host, settings.port)
+    uv_config = uvicorn.Config(
+        frontend.app(),
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=grace_s,
+        server_header=False,
+    )
+    server = _EmbeddedServer(uv_config)
+    stopped = anyio.Event()
+
+    async def run_server() -> None:
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            stopped.set()
+
+    host, port = sock.getsockname()[:2]
+    log.info("http_listening", url=f"http://{host}:{port}{settings.path}", sse=settings.sse_path)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(frontend.run_housekeeping, tg)
+        tg.start_soon(run_server)
+        try:
+            await stopped.wait()
+        finally:
+            with anyio.CancelScope(shield=True):
+                frontend.close_all()
+                server.should_exit = True
+                with anyio.move_on_after(grace_s + 1):
+                    await stopped.wait()
+            tg.cancel_scope.cancel()
+            sock.close()

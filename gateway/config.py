@@ -63,8 +63,43 @@ class GatewaySettings(_Section):
         return value
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class TokenSettings(_Section):
+    """A front-end bearer token; its policy applies on top of the global one for the clients using it."""
+
+    name: str = Field(pattern=NAMESPACE_PATTERN, max_length=64)
+    token: str = Field(min_length=16)
+    policy: PolicyRules = PolicyRules()
+
+
 class ServerSettings(_Section):
-    transport: Literal["stdio"] = "stdio"
+    transport: Literal["stdio", "http"] = "stdio"
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9/_.-]*$")
+    sse_path: str = Field("/sse", pattern=r"^/[A-Za-z0-9/_.-]*$")
+    messages_path: str = Field("/messages", pattern=r"^/[A-Za-z0-9/_.-]*$")
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    tokens: tuple[TokenSettings, ...] = ()
+    allow_unauthenticated: bool = False
+    max_sessions: int = Field(10_000, ge=1)
+    session_idle_timeout_s: float = Field(3600, gt=0)
+
+    @model_validator(mode="after")
+    def _tokens_are_distinct(self) -> ServerSettings:
+        names = [t.name for t in self.tokens]
+        if len(set(names)) != len(names):
+            raise ValueError("server.tokens: token names must be unique")
+        if len({t.token for t in self.tokens}) != len(self.tokens):
+            raise ValueError("server.tokens: two tokens have the same value")
+        return self
+
+    @property
+    def loopback(self) -> bool:
+        return self.host in LOOPBACK_HOSTS
 
 
 class StdioUpstream(_Section):
@@ -79,6 +114,16 @@ class StdioUpstream(_Section):
     policy: PolicyRules = PolicyRules()
 
 
+class HttpUpstream(_Section):
+    namespace: str = Field(pattern=NAMESPACE_PATTERN, max_length=64)
+    transport: Literal["streamable-http", "sse"]
+    prefix: bool = True
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(30.0, gt=0, le=3600)
+    policy: PolicyRules = PolicyRules()
+
+
 def _transport_of(value: Any) -> str:
     if isinstance(value, dict):
         transport = value.get("transport", "stdio")
@@ -86,7 +131,12 @@ def _transport_of(value: Any) -> str:
     return str(getattr(value, "transport", ""))
 
 
-Upstream = Annotated[Annotated[StdioUpstream, Tag("stdio")], Discriminator(_transport_of)]
+Upstream = Annotated[
+    Annotated[StdioUpstream, Tag("stdio")]
+    | Annotated[HttpUpstream, Tag("streamable-http")]
+    | Annotated[HttpUpstream, Tag("sse")],
+    Discriminator(_transport_of),
+]
 
 
 class Config(_Section):
@@ -145,7 +195,7 @@ def _key_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("stdio",) or str(part).startswith("function-"):
+        elif part in ("stdio", "streamable-http", "sse") or str(part).startswith("function-"):
             continue  # the discriminator's tag is not a key the user wrote
         else:
             out += f".{part}" if out else str(part)

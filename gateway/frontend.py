@@ -45,6 +45,7 @@ class ClientSession:
         on_list_changed: Callable[[], None],
         viewer: Rules | None = None,
         session_id: str | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self._catalog = catalog
         self._offers_completions = completions
@@ -54,6 +55,7 @@ class ClientSession:
         self.protocol_version: str | None = None
         self.client_info: dict[str, Any] = {}
         self._on_list_changed = on_list_changed
+        self._on_close = on_close
         self.log = structlog.get_logger("gateway.session").bind(session=session_id)
 
     async def handle_request(self, request: Request) -> dict[str, Any]:
@@ -100,7 +102,10 @@ class ClientSession:
             self._on_list_changed()
 
     def close(self) -> None:
-        self.state = "closed"
+        if self.state != "closed":
+            self.state = "closed"
+            if self._on_close is not None:
+                self._on_close()
 
 
 class Hub:

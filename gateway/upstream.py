@@ -14,15 +14,18 @@ States (the whole machine lives in ``_TRANSITIONS``):
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Literal, Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import httpx
 import structlog
 from pydantic import ValidationError
 
 from gateway import __version__
-from gateway.config import StdioUpstream
+from gateway.config import HttpUpstream, StdioUpstream
 from gateway.errors import (
     MethodNotFound,
     UpstreamError,
@@ -34,6 +37,8 @@ from gateway.protocol.jsonrpc import Notification, Request
 from gateway.protocol.models import InitializeResult, describe
 from gateway.protocol.versions import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE_VERSION, declares_completions
 from gateway.rpc import PeerClosed, RemoteError, RequestTimeout, RpcPeer
+from gateway.transports.base import MessageStream
+from gateway.transports.http_client import HttpTransportError, open_legacy_sse, open_streamable_http
 from gateway.transports.stdio import ChildSpec, open_child
 
 State = Literal["starting", "ready", "backing-off", "failed", "stopped"]
@@ -45,6 +50,20 @@ _TRANSITIONS: dict[State, frozenset[State]] = {
     "failed": frozenset({"stopped"}),
     "stopped": frozenset(),
 }
+
+
+@runtime_checkable
+class VersionedStream(Protocol):
+    """A transport that must repeat the negotiated revision on every message (HTTP's header)."""
+
+    def set_protocol_version(self, version: str) -> None: ...
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class HandshakeFailed(Exception):
@@ -75,7 +94,7 @@ class Backoff:
 class UpstreamConnector:
     def __init__(
         self,
-        settings: StdioUpstream,
+        settings: StdioUpstream | HttpUpstream,
         *,
         on_change: Callable[[str], None],
         max_message_bytes: int,
@@ -160,7 +179,7 @@ class UpstreamConnector:
                     self.last_error = str(exc)
                     self._enter("failed", error=self.last_error)
                     return
-                except (OSError, UpstreamError) as exc:
+                except (OSError, UpstreamError, HttpTransportError, httpx.HTTPError) as exc:
                     reason = str(exc) or type(exc).__name__
                 self.last_error = reason
                 delay = self._backoff.next_delay()
@@ -176,15 +195,30 @@ class UpstreamConnector:
             if self.state != "stopped":
                 self._enter("stopped")
 
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[tuple[MessageStream, dict[str, Any]]]:
+        """The upstream's frame stream, whatever its transport, with details worth logging."""
+        settings, limit = self.settings, self._max_message_bytes
+        if isinstance(settings, StdioUpstream):
+            spec = ChildSpec(settings.command, settings.args, settings.env, settings.cwd)
+            async with open_child(spec, on_stderr_line=self._log_stderr, max_message_bytes=limit) as (stream, process):
+                yield stream, {"pid": process.pid}
+        elif settings.transport == "streamable-http":
+            async with open_streamable_http(
+                settings.url, settings.headers, timeout_s=settings.timeout_s, max_message_bytes=limit
+            ) as http_stream:
+                yield http_stream, {"url": _without_credentials(settings.url)}
+        else:
+            async with open_legacy_sse(
+                settings.url, settings.headers, timeout_s=settings.timeout_s, max_message_bytes=limit
+            ) as sse_stream:
+                yield sse_stream, {"url": _without_credentials(settings.url)}
+
     async def _connect_and_serve(self) -> None:
         """One connection's life. A failure is re-raised only after the task groups have closed, so the
         supervisor sees the typed error rather than an ExceptionGroup."""
-        spec = ChildSpec(self.settings.command, self.settings.args, self.settings.env, self.settings.cwd)
         failure: HandshakeFailed | UpstreamError | None = None
-        async with open_child(spec, on_stderr_line=self._log_stderr, max_message_bytes=self._max_message_bytes) as (
-            stream,
-            process,
-        ):
+        async with self._open() as (stream, details):
             peer = RpcPeer(
                 stream,
                 on_request=self._on_server_request,
@@ -196,11 +230,10 @@ class UpstreamConnector:
                 self._peer = peer
                 try:
                     await self._handshake(peer)
+                    if isinstance(stream, VersionedStream) and self.protocol_version is not None:
+                        stream.set_protocol_version(self.protocol_version)
                     self._enter(
-                        "ready",
-                        pid=process.pid,
-                        server=self.server_info.get("name"),
-                        protocol_version=self.protocol_version,
+                        "ready", server=self.server_info.get("name"), protocol_version=self.protocol_version, **details
                     )
                     self._backoff.reset()
                     await peer.wait_closed()

@@ -6,6 +6,7 @@ prompt and announces it once; ``storm`` (argument ``count``) announces ``count``
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -18,6 +19,7 @@ from tests.servers.common import run_stdio, text_result
 
 prompts: dict[str, t.Prompt] = {
     "pid": t.Prompt(name="pid", description="answers with the server's process id"),
+    "whoami": t.Prompt(name="whoami", description="answers with the credentials this server received (HTTP)"),
     "add": t.Prompt(name="add", arguments=[t.PromptArgument(name="name", required=True)]),
     "storm": t.Prompt(name="storm", arguments=[t.PromptArgument(name="count", required=True)]),
 }
@@ -37,6 +39,10 @@ async def get_prompt(ctx: ServerRequestContext, params: t.GetPromptRequestParams
         for _ in range(int(args["count"])):
             await ctx.session.send_prompt_list_changed()
         return text_result(f"announced {args['count']} times")
+    if params.name == "whoami":
+        headers = ctx.request.headers if ctx.request is not None else {}
+        seen = {k: headers.get(k) for k in ("authorization", "x-upstream-key")}
+        return text_result(json.dumps(seen))
     if params.name == "pid":
         return text_result(str(os.getpid()))
     if params.name in prompts:

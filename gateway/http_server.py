@@ -1,0 +1,432 @@
+"""The HTTP front end: MCP Streamable HTTP (2025-03-26 .. 2025-11-25) at ``path``, and the legacy
+HTTP+SSE transport (2024-11-05) at ``sse_path`` + ``messages_path``. A Starlette app served by uvicorn.
+
+It knows HTTP, sessions and JSON-RPC framing; what the messages mean is the ``Endpoint``'s business
+(a ``ClientSession``), so nothing here knows about prompts. Every request passes the same guard:
+Host and Origin validation (DNS rebinding), then bearer-token authentication (constant-time, against
+every configured token). A session belongs to the token that created it: any other caller gets 404,
+exactly as for a session that does not exist.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from gateway.config import ServerSettings, TokenSettings
+from gateway.errors import ClientError, GatewayError
+from gateway.protocol.jsonrpc import (
+    Batch,
+    ErrorResponse,
+    Malformed,
+    Message,
+    Notification,
+    Request,
+    decode,
+    dumps,
+    encode,
+    error_response,
+    request_id_of,
+    to_wire,
+)
+from gateway.protocol.versions import HANDSHAKE_VERSIONS
+from gateway.rpc import InboundRequests
+from gateway.transports.sse import KEEPALIVE, EventLog, encode_event
+
+log = structlog.get_logger("gateway.http")
+
+REQUEST_CANCELLED = -32800
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+class Endpoint(Protocol):
+    """The MCP session behind an HTTP session."""
+
+    async def handle_request(self, request: Request) -> dict[str, Any]: ...
+
+    async def handle_notification(self, notification: Notification) -> None: ...
+
+    def close(self) -> None: ...
+
+
+Push = Callable[[bytes, str | None], None]
+"""Queue a server-to-client frame on the session's stream: ``push(frame, coalesce_key)``; never blocks."""
+
+EndpointFactory = Callable[[str | None, str, Push], Endpoint]
+"""``factory(principal, session_id, push)`` makes the endpoint for a new session."""
+
+
+@dataclass
+class HttpSession:
+    id: str
+    principal: str | None
+    endpoint: Endpoint
+    inbound: InboundRequests
+    events: EventLog
+    legacy: bool
+    last_seen: float = field(default_factory=time.monotonic)
+    streams: int = 0
+
+
+def _error_body(error: GatewayError, request_id: Any = None) -> dict[str, Any]:
+    return to_wire(error_response(request_id, error))
+
+
+def _plain(status: int, message: str, **headers: str) -> JSONResponse:
+    """An HTTP-level refusal with a JSON-RPC error body that has no id, as the spec permits."""
+    code = -32600 if status < 500 else -32603
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+def _host_port(value: str, default_scheme: str = "") -> tuple[str, str, str | None]:
+    parts = urlsplit(value if "://" in value else f"{default_scheme or 'http'}://{value}")
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = str(parts.port) if parts.port is not None else None
+    except ValueError:
+        port = "invalid"
+    return parts.scheme.lower(), host, port
+
+
+def _matches(value: str, patterns: Sequence[str], *, with_scheme: bool) -> bool:
+    """``http://localhost:*`` style patterns: scheme and host exact, port exact or ``*``."""
+    scheme, host, port = _host_port(value)
+    for pattern in patterns:
+        p_scheme, p_host, p_port = _host_port(pattern.replace(":*", ":1"))
+        if (with_scheme and scheme != p_scheme) or host != p_host:
+            continue
+        if pattern.endswith(":*") or p_port == port:
+            return True
+    return False
+
+
+class Guard:
+    """DNS-rebinding protection and authentication, applied to every request before anything else."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        loopback_origins = [f"{s}://{h}:*" for s in ("http", "https") for h in _LOOPBACK_NAMES]
+        loopback_origins += [f"{s}://{h}" for s in ("http", "https") for h in _LOOPBACK_NAMES]
+        self._origins = [*loopback_origins, *settings.allowed_origins]
+        hosts = list(settings.allowed_hosts)
+        if not hosts and settings.loopback:
+            hosts = [f"{h}:*" for h in _LOOPBACK_NAMES] + list(_LOOPBACK_NAMES)
+        self._hosts = hosts
+        self._tokens: tuple[TokenSettings, ...] = settings.tokens
+
+    def check(self, request: HttpRequest) -> tuple[str | None, Response | None]:
+        """(principal, None) when the request may proceed, else (None, the refusal)."""
+        host = request.headers.get("host", "")
+        if self._hosts and not _matches(host, self._hosts, with_scheme=False):
+            return None, _plain(421, f"Invalid Host header: {host!r}")
+        origin = request.headers.get("origin")
+        if origin is not None and not _matches(origin, self._origins, with_scheme=True):
+            return None, _plain(403, f"Forbidden: Origin {origin!r} is not allowed")
+        if not self._tokens:
+            return None, None
+        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+        challenge = 'Bearer realm="mcp-prompt-gateway"'
+        if scheme.lower() != "bearer" or not presented.strip():
+            return None, _plain(401, "Unauthorized: a bearer token is required", **{"WWW-Authenticate": challenge})
+        principal = None
+        candidate = presented.strip().encode()
+        for token in self._tokens:  # every token is compared, so timing says nothing about which matched
+            if hmac.compare_digest(candidate, token.token.encode()):
+                principal = token.name
+        if principal is None:
+            return None, _plain(
+                401, "Unauthorized: invalid token", **{"WWW-Authenticate": f'{challenge}, error="invalid_token"'}
+            )
+        return principal, None
+
+
+def _accepts(request: HttpRequest, media_type: str) -> bool:
+    accept = request.headers.get("accept")
+    if accept is None:
+        return True
+    kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")}
+    return bool(kinds & {media_type, "*/*", media_type.split("/")[0] + "/*"})
+
+
+async def _read_body(request: HttpRequest, limit: int) -> bytes | None:
+    """The body, or None once it exceeds ``limit`` (read no further: memory stays bounded)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+class HttpFrontend:
+    def __init__(
+        self,
+        settings: ServerSettings,
+        factory: EndpointFactory,
+        *,
+        max_message_bytes: int,
+        max_in_flight: int = 64,
+    ) -> None:
+        self.settings = settings
+        self._factory = factory
+        self._max_message_bytes = max_message_bytes
+        self._max_in_flight = max_in_flight
+        self._guard = Guard(settings)
+        self.sessions: dict[str, HttpSession] = {}
+        self._task_group: TaskGroup | None = None
+
+    # ---- app and lifetime ---------------------------------------------------------------------
+
+    def app(self, extra_routes: Sequence[Route] = ()) -> Starlette:
+        s = self.settings
+        routes = [
+            Route(s.path, self._mcp, methods=["POST", "GET", "DELETE"]),
+            Route(s.sse_path, self._legacy_stream, methods=["GET"]),
+            Route(s.messages_path, self._legacy_message, methods=["POST"]),
+            *extra_routes,
+        ]
+        return Starlette(routes=routes)
+
+    async def run_housekeeping(self, task_group: TaskGroup) -> None:
+        """Own the background work (legacy requests, idle-session expiry) until cancelled."""
+        self._task_group = task_group
+        try:
+            while True:
+                await anyio.sleep(min(60.0, self.settings.session_idle_timeout_s / 2))
+                self.expire_idle()
+        finally:
+            self._task_group = None
+            self.close_all()
+
+    def expire_idle(self) -> None:
+        deadline = time.monotonic() - self.settings.session_idle_timeout_s
+        for session in [s for s in self.sessions.values() if s.streams == 0 and s.last_seen < deadline]:
+            self._end(session, "idle")
+
+    def close_all(self) -> None:
+        for session in list(self.sessions.values()):
+            self._end(session, "shutdown")
+
+    def _end(self, session: HttpSession, reason: str) -> None:
+        if self.sessions.pop(session.id, None) is not None:
+            session.events.close()
+            session.endpoint.close()
+            log.info("session_ended", session=session.id[:8], reason=reason)
+
+    def _new_session(self, principal: str | None, *, legacy: bool) -> HttpSession | Response:
+        if len(self.sessions) >= self.settings.max_sessions:
+            self.expire_idle()
+            if len(self.sessions) >= self.settings.max_sessions:
+                return _plain(503, "Too many sessions", **{"Retry-After": "5"})
+        session_id = secrets.token_urlsafe(32)
+        events = EventLog(max_events=1024 if legacy else 256)
+
+        def push(frame: bytes, key: str | None) -> None:
+            events.push(frame, key=key)
+
+        endpoint = self._factory(principal, session_id, push)
+        inbound = InboundRequests(endpoint.handle_request, max_in_flight=self._max_in_flight)
+        session = HttpSession(session_id, principal, endpoint, inbound, events, legacy)
+        self.sessions[session_id] = session
+        return session
+
+    def _lookup(self, request: HttpRequest, principal: str | None, session_id: str | None) -> HttpSession | Response:
+        if not session_id:
+            return _plain(400, "Bad Request: Mcp-Session-Id header is required")
+        session = self.sessions.get(session_id)
+        if session is None or session.principal != principal:
+            return _plain(404, "Session not found")
+        session.last_seen = time.monotonic()
+        return session
+
+    # ---- Streamable HTTP ----------------------------------------------------------------------
+
+    async def _mcp(self, request: HttpRequest) -> Response:
+        principal, refusal = self._guard.check(request)
+        if refusal is not None:
+            return refusal
+        version = request.headers.get("mcp-protocol-version")
+        if version is not None and version not in HANDSHAKE_VERSIONS:
+            return _plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
+        if request.method == "POST":
+            return await self._post(request, principal)
+        session = self._lookup(request, principal, request.headers.get("mcp-session-id"))
+        if isinstance(session, Response):
+            return session
+        if request.method == "DELETE":
+            self._end(session, "deleted by client")
+            return Response(status_code=200)
+        return self._get(request, session)
+
+    async def _post(self, request: HttpRequest, principal: str | None) -> Response:
+        if not _accepts(request, "application/json"):
+            return _plain(406, "Not Acceptable: the client must accept application/json")
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            return _plain(415, "Unsupported Media Type: Content-Type must be application/json")
+        body = await _read_body(request, self._max_message_bytes)
+        if body is None:
+            return _plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes")
+        try:
+            message = decode(body)
+        except ClientError as exc:
+            return JSONResponse(_error_body(exc, request_id_of(exc)), status_code=400)
+        if isinstance(message, Request) and message.method == "initialize":
+            return await self._initialize(message, principal)
+        session = self._lookup(request, principal, request.headers.get("mcp-session-id"))
+        if isinstance(session, Response):
+            return session
+        items = message.items if isinstance(message, Batch) else (message,)
+        answers = await self._serve_items(session, items)
+        if not answers:
+            return Response(status_code=202)
+        if isinstance(message, Batch):
+            return Response(dumps(answers), media_type="application/json")
+        return Response(dumps(answers[0]), media_type="application/json")
+
+    async def _initialize(self, message: Request, principal: str | None) -> Response:
+        session = self._new_session(principal, legacy=False)
+        if isinstance(session, Response):
+            return session
+        answers = await self._serve_items(session, (message,))
+        if not answers or "error" in answers[0]:
+            self._end(session, "initialize failed")
+            return JSONResponse(answers[0] if answers else None)
+        log.info("session_started", session=session.id[:8], principal=principal)
+        return Response(dumps(answers[0]), media_type="application/json", headers={"Mcp-Session-Id": session.id})
+
+    async def _serve_items(self, session: HttpSession, items: Sequence[Message | Malformed]) -> list[dict[str, Any]]:
+        answers: list[dict[str, Any]] = []
+
+        async def serve(request: Request) -> None:
+            admitted = session.inbound.admit(request)
+            if isinstance(admitted, ErrorResponse):
+                answers.append(to_wire(admitted))
+                return
+            answer = await session.inbound.run(request, admitted)
+            if answer is None:
+                answer = ErrorResponse(request.id, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
+            answers.append(to_wire(answer))
+
+        async with anyio.create_task_group() as tg:
+            for item in items:
+                if isinstance(item, Malformed):
+                    answers.append(_error_body(item.error, item.id))
+                elif isinstance(item, Request):
+                    tg.start_soon(serve, item)
+                elif isinstance(item, Notification):
+                    if item.method == "notifications/cancelled":
+                        session.inbound.cancel(item.params)
+                    await session.endpoint.handle_notification(item)
+                # responses: the gateway sends clients no requests, so there is nothing to match them to
+        return answers
+
+    def _get(self, request: HttpRequest, session: HttpSession) -> Response:
+        if session.legacy:
+            return _plain(400, "Bad Request: this is a legacy HTTP+SSE session")
+        if not _accepts(request, "text/event-stream"):
+            return _plain(406, "Not Acceptable: the client must accept text/event-stream")
+        if session.streams:
+            return _plain(409, "Conflict: this session already has an open stream")
+        last = request.headers.get("last-event-id")
+        after = int(last) if last is not None and last.isdigit() else None
+        return self._stream(session, self._events(session, after))
+
+    async def _events(self, session: HttpSession, after: int | None) -> AsyncIterator[bytes]:
+        async for event in session.events.follow(after):
+            yield KEEPALIVE if event is None else encode_event(event.data, event_id=event.id)
+
+    def _stream(
+        self,
+        session: HttpSession,
+        body: AsyncIterator[bytes],
+        *,
+        on_close: Callable[[], None] | None = None,
+    ) -> StreamingResponse:
+        async def tracked() -> AsyncIterator[bytes]:
+            session.streams += 1
+            try:
+                async for chunk in body:
+                    yield chunk
+            finally:
+                session.streams -= 1
+                session.last_seen = time.monotonic()
+                if on_close is not None:
+                    on_close()
+
+        headers = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
+        if not session.legacy:
+            headers["Mcp-Session-Id"] = session.id
+        return StreamingResponse(tracked(), media_type="text/event-stream", headers=headers)
+
+    # ---- legacy HTTP+SSE (2024-11-05) ---------------------------------------------------------
+
+    async def _legacy_stream(self, request: HttpRequest) -> Response:
+        principal, refusal = self._guard.check(request)
+        if refusal is not None:
+            return refusal
+        session = self._new_session(principal, legacy=True)
+        if isinstance(session, Response):
+            return session
+        endpoint_url = f"{self.settings.messages_path}?session_id={session.id}"
+        log.info("session_started", session=session.id[:8], principal=principal, transport="sse")
+
+        async def events() -> AsyncIterator[bytes]:
+            yield encode_event(endpoint_url.encode(), event="endpoint")
+            async for chunk in self._events(session, None):
+                yield chunk
+
+        return self._stream(session, events(), on_close=lambda: self._end(session, "stream closed"))
+
+    async def _legacy_message(self, request: HttpRequest) -> Response:
+        principal, refusal = self._guard.check(request)
+        if refusal is not None:
+            return refusal
+        session = self._lookup(request, principal, request.query_params.get("session_id"))
+        if isinstance(session, Response):
+            return session
+        if not session.legacy:
+            return _plain(400, "Bad Request: not a legacy HTTP+SSE session")
+        body = await _read_body(request, self._max_message_bytes)
+        if body is None:
+            return _plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes")
+        try:
+            message = decode(body)
+        except ClientError as exc:
+            return JSONResponse(_error_body(exc, request_id_of(exc)), status_code=400)
+        if self._task_group is None:
+            return _plain(503, "Service Unavailable: shutting down")
+        self._task_group.start_soon(self._legacy_serve, session, message)
+        return Response(status_code=202)
+
+    async def _legacy_serve(self, session: HttpSession, message: Message | Batch) -> None:
+        items = message.items if isinstance(message, Batch) else (message,)
+        answers = await self._serve_items(session, items)
+        if isinstance(message, Batch) and answers:
+            session.events.push(dumps(answers))
+        else:
+            for answer in answers:
+                session.events.push(dumps(answer))
+
+
+def notification_frame(method: str, params: dict[str, Any] | None = None) -> bytes:
+    return encode(Notification(method, params))

@@ -1,0 +1,313 @@
+"""HTTP upstream transports as frame streams: MCP Streamable HTTP and the legacy HTTP+SSE transport.
+
+Both look like stdio to the layer above (``send`` a frame, ``receive`` frames), so one RpcPeer and one
+supervisor serve every kind of upstream. Streamable HTTP: each frame is a POST; the answer arrives as
+a JSON body or an SSE stream (resumed with ``Last-Event-ID`` when the server closes it early); the
+session id and protocol-version headers are kept; a GET stream carries the server's own messages.
+A 404 on an established session ends the stream, and the supervisor re-initializes.
+
+These transports read a frame's JSON-RPC ``id`` (to answer an HTTP failure with an error for the
+request that caused it) but nothing else: they know nothing about prompts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import anyio
+import httpx
+import structlog
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from httpx_sse import EventSource, ServerSentEvent, aconnect_sse
+
+from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES
+
+log = structlog.get_logger("gateway.transports.http")
+
+_ACCEPT_BOTH = "application/json, text/event-stream"
+_MAX_RESUMES = 5
+
+
+class HttpTransportError(Exception):
+    """The HTTP conversation failed in a way that ends the connection (bad endpoint, lost session)."""
+
+
+def _request_id(frame: bytes) -> Any:
+    try:
+        message = json.loads(frame)
+    except ValueError:
+        return None
+    return message.get("id") if isinstance(message, dict) and "method" in message else None
+
+
+def _error_frame(request_id: Any, message: str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": message}}).encode()
+
+
+def _frames_of(data: bytes) -> list[bytes]:
+    """A JSON body may hold one message or a batch; hand them up one by one."""
+    stripped = data.strip()
+    if stripped.startswith(b"["):
+        with suppress(ValueError):
+            return [json.dumps(m).encode() for m in json.loads(stripped)]
+    return [stripped] if stripped else []
+
+
+class _HttpStream:
+    """The receive side shared by both transports: a bounded queue of frames."""
+
+    def __init__(self, max_message_bytes: int) -> None:
+        self._max = max_message_bytes
+        self._in: MemoryObjectSendStream[bytes]
+        self._out: MemoryObjectReceiveStream[bytes]
+        self._in, self._out = anyio.create_memory_object_stream[bytes](64)
+
+    async def _deliver(self, data: bytes) -> None:
+        for frame in _frames_of(data):
+            if len(frame) > self._max:
+                log.warning("upstream_message_too_large", size=len(frame), limit=self._max)
+                continue
+            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await self._in.send(frame)
+
+    def _end(self) -> None:
+        self._in.close()
+
+    async def receive(self) -> bytes:
+        try:
+            return await self._out.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise anyio.EndOfStream from None
+
+    async def aclose(self) -> None:
+        self._in.close()
+        self._out.close()
+
+
+class StreamableHttpStream(_HttpStream):
+    def __init__(self, client: httpx.AsyncClient, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
+        super().__init__(max_message_bytes)
+        self._client = client
+        self._url = url
+        self._tg = task_group
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self._listening = False
+
+    def set_protocol_version(self, version: str) -> None:
+        self.protocol_version = version
+
+    def _headers(self, accept: str) -> dict[str, str]:
+        headers = {"Accept": accept}
+        if self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.protocol_version is not None:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        return headers
+
+    async def send(self, frame: bytes) -> None:
+        self._tg.start_soon(self._post, frame)
+
+    async def _post(self, frame: bytes) -> None:
+        request_id = _request_id(frame)
+        headers = {**self._headers(_ACCEPT_BOTH), "Content-Type": "application/json"}
+        try:
+            async with self._client.stream("POST", self._url, content=frame, headers=headers) as response:
+                if "mcp-session-id" in response.headers and self.session_id is None:
+                    self.session_id = response.headers["mcp-session-id"]
+                if response.status_code == 404 and self.session_id is not None:
+                    log.info("upstream_session_expired")
+                    self._end()
+                    return
+                if response.status_code >= 400:
+                    if request_id is not None:
+                        await self._deliver(_error_frame(request_id, f"answered HTTP {response.status_code}"))
+                    return
+                if response.status_code == 202 or request_id is None:
+                    return
+                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if kind == "text/event-stream":
+                    await self._read_stream(EventSource(response), request_id)
+                else:
+                    await self._deliver(await self._read_body(response))
+            self._start_listening()
+        except httpx.HTTPError as exc:
+            if request_id is not None:
+                await self._deliver(_error_frame(request_id, f"HTTP request failed: {type(exc).__name__}"))
+
+    async def _read_body(self, response: httpx.Response) -> bytes:
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > self._max:
+                raise httpx.DecodingError("response over the message size limit")
+        return bytes(body)
+
+    async def _read_stream(self, source: EventSource, request_id: Any) -> None:
+        """Relay a POST's SSE stream; if it ends before our answer, resume it with GET + Last-Event-ID."""
+        last_id, retry_ms, answered = await self._relay(source, request_id)
+        for _ in range(_MAX_RESUMES):
+            if answered or last_id is None:
+                return
+            await anyio.sleep((retry_ms or 1000) / 1000)
+            headers = {**self._headers("text/event-stream"), "Last-Event-ID": last_id}
+            async with aconnect_sse(self._client, "GET", self._url, headers=headers) as resumed:
+                if resumed.response.status_code != 200:
+                    break
+                next_id, retry_ms, answered = await self._relay(resumed, request_id)
+                last_id = next_id or last_id
+        if not answered:
+            await self._deliver(_error_frame(request_id, "closed its response stream without answering"))
+
+    async def _relay(self, source: EventSource, request_id: Any) -> tuple[str | None, int | None, bool]:
+        last_id: str | None = None
+        retry_ms: int | None = None
+        answered = False
+        with suppress(httpx.HTTPError):
+            async for event in source.aiter_sse():
+                last_id = event.id or last_id
+                retry_ms = event.retry or retry_ms
+                if event.data and event.event in ("message", ""):
+                    data = event.data.encode()
+                    answered = answered or _answers(data, request_id)
+                    await self._deliver(data)
+        return last_id, retry_ms, answered
+
+    def _start_listening(self) -> None:
+        if not self._listening and self.session_id is not None and self.protocol_version is not None:
+            self._listening = True
+            self._tg.start_soon(self._listen)
+
+    async def _listen(self) -> None:
+        """The server's own messages (list_changed, pings) on a GET stream, reopened when it drops."""
+        last_id: str | None = None
+        delay = 1.0
+        while True:
+            headers = self._headers("text/event-stream")
+            if last_id is not None:
+                headers["Last-Event-ID"] = last_id
+            try:
+                async with aconnect_sse(self._client, "GET", self._url, headers=headers) as source:
+                    status = source.response.status_code
+                    if status == 405:
+                        return  # the server offers no stream: fine, it can still answer requests
+                    if status == 404:
+                        self._end()
+                        return
+                    if status == 200:
+                        delay = 1.0
+                        async for event in source.aiter_sse():
+                            last_id = event.id or last_id
+                            delay = (event.retry or 1000) / 1000
+                            if event.data:
+                                await self._deliver(event.data.encode())
+            except httpx.HTTPError as exc:
+                log.debug("upstream_stream_dropped", error=type(exc).__name__)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+    async def terminate(self) -> None:
+        """Tell the server we are done with the session (it may refuse with 405; either is fine)."""
+        if self.session_id is not None:
+            with suppress(httpx.HTTPError), anyio.move_on_after(2):
+                await self._client.delete(self._url, headers=self._headers("application/json"))
+
+
+def _answers(data: bytes, request_id: Any) -> bool:
+    with suppress(ValueError):
+        message = json.loads(data)
+        return isinstance(message, dict) and message.get("id") == request_id and "method" not in message
+    return False
+
+
+@asynccontextmanager
+async def open_streamable_http(
+    url: str,
+    headers: Mapping[str, str],
+    *,
+    timeout_s: float,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> AsyncIterator[StreamableHttpStream]:
+    timeout = httpx.Timeout(timeout_s, read=None)  # SSE streams stay open; requests are timed above
+    async with (
+        httpx.AsyncClient(headers=dict(headers), timeout=timeout, follow_redirects=False) as client,
+        anyio.create_task_group() as tg,
+    ):
+        stream = StreamableHttpStream(client, url, tg, max_message_bytes)
+        try:
+            yield stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                await stream.terminate()
+            await stream.aclose()
+            tg.cancel_scope.cancel()
+
+
+class LegacySseStream(_HttpStream):
+    def __init__(self, client: httpx.AsyncClient, endpoint: str, task_group: TaskGroup, max_message_bytes: int) -> None:
+        super().__init__(max_message_bytes)
+        self._client = client
+        self._endpoint = endpoint
+        self._tg = task_group
+
+    async def send(self, frame: bytes) -> None:
+        self._tg.start_soon(self._post, frame)
+
+    async def _post(self, frame: bytes) -> None:
+        request_id = _request_id(frame)
+        try:
+            response = await self._client.post(
+                self._endpoint, content=frame, headers={"Content-Type": "application/json"}
+            )
+            failed = response.status_code >= 300
+            reason = f"answered HTTP {response.status_code}"
+        except httpx.HTTPError as exc:
+            failed, reason = True, f"HTTP request failed: {type(exc).__name__}"
+        if failed and request_id is not None:
+            await self._deliver(_error_frame(request_id, reason))
+
+    async def pump(self, events: AsyncIterator[ServerSentEvent]) -> None:
+        with suppress(httpx.HTTPError):
+            async for event in events:
+                if event.event == "message" and event.data:
+                    await self._deliver(event.data.encode())
+        self._end()
+
+
+@asynccontextmanager
+async def open_legacy_sse(
+    url: str,
+    headers: Mapping[str, str],
+    *,
+    timeout_s: float,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> AsyncIterator[LegacySseStream]:
+    """Open the GET stream, wait for its ``endpoint`` event, and POST every frame there."""
+    timeout = httpx.Timeout(timeout_s, read=None)
+    async with (
+        httpx.AsyncClient(headers=dict(headers), timeout=timeout, follow_redirects=False) as client,
+        aconnect_sse(client, "GET", url, headers={"Accept": "text/event-stream"}) as source,
+    ):
+        if source.response.status_code != 200:
+            raise HttpTransportError(f"SSE endpoint answered HTTP {source.response.status_code}")
+        events = source.aiter_sse()
+        with anyio.fail_after(timeout_s):
+            first = await events.__anext__()
+        if first.event != "endpoint" or not first.data:
+            raise HttpTransportError("the SSE stream did not start with an endpoint event")
+        endpoint = urljoin(url, first.data)
+        if urlsplit(endpoint)[:2] != urlsplit(url)[:2]:
+            raise HttpTransportError("the SSE endpoint event points at another origin")
+        async with anyio.create_task_group() as tg:
+            stream = LegacySseStream(client, endpoint, tg, max_message_bytes)
+            tg.start_soon(stream.pump, events)
+            try:
+                yield stream
+            finally:
+                await stream.aclose()
+                tg.cancel_scope.cancel()

@@ -1,0 +1,78 @@
+"""Server-sent events, server side: a bounded, numbered log of outgoing frames per session, and the
+wire encoding. (Parsing SSE, client side, is httpx-sse's job.)
+
+Numbered events let a client that lost its stream resume with ``Last-Event-ID``: whatever is still in
+the log after that id is replayed. The log is bounded, so a client that never reads costs a fixed
+amount of memory: the oldest events are dropped first.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import anyio
+
+KEEPALIVE_S = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    id: int
+    data: bytes
+    key: str | None = None
+
+
+def encode_event(data: bytes, *, event_id: int | None = None, event: str = "message") -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    lines = b"".join(b"data: " + line + b"\n" for line in data.split(b"\n"))
+    return f"{head}event: {event}\n".encode() + lines + b"\n"
+
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+class EventLog:
+    def __init__(self, max_events: int = 256) -> None:
+        self._events: deque[Event] = deque(maxlen=max_events)
+        self._next_id = 1
+        self._delivered = 0
+        self._changed = anyio.Event()
+        self.closed = False
+
+    def push(self, data: bytes, *, key: str | None = None) -> bool:
+        """Queue a frame without blocking. With a ``key``, a frame is skipped while an earlier one with the
+        same key is still undelivered (list_changed: one pending notification says it all)."""
+        if self.closed:
+            return False
+        if key is not None and any(e.key == key for e in self._events if e.id > self._delivered):
+            return False
+        self._events.append(Event(self._next_id, data, key))
+        self._next_id += 1
+        self._wake()
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def follow(self, after: int | None = None) -> AsyncIterator[Event | None]:
+        """Events after ``after`` (replayed, then live) until closed; None every KEEPALIVE_S of silence."""
+        position = self._delivered if after is None else after
+        while True:
+            for event in [e for e in self._events if e.id > position]:
+                position = event.id
+                self._delivered = max(self._delivered, event.id)
+                yield event
+            if self.closed:
+                return
+            changed = self._changed
+            with anyio.move_on_after(KEEPALIVE_S) as waited:
+                await changed.wait()
+            if waited.cancelled_caught:
+                yield None
