@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import anyio
+from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import StdioServerParameters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,12 +41,17 @@ def write_config(
     *,
     gateway: dict[str, Any] | None = None,
     policy: dict[str, Any] | None = None,
+    server: dict[str, Any] | None = None,
+    tokens: list[dict[str, Any]] | None = None,
 ) -> Path:
     lines = ["[gateway]"] + [f"{k} = {_toml_value(v)}" for k, v in (gateway or {}).items()]
-    lines += ["[server]", 'transport = "stdio"']
+    lines += ["[server]"] + [f"{k} = {_toml_value(v)}" for k, v in (server or {"transport": "stdio"}).items()]
     for upstream in upstreams:
         lines.append("[[upstreams]]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in upstream.items()]
+    for token in tokens or ():
+        lines.append("[[server.tokens]]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in token.items()]
     if policy:
         lines.append("[policy]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in policy.items()]
@@ -75,3 +84,49 @@ def process_gone(pid: int) -> bool:
 def demo_upstream(namespace: str, module: str, **extra: Any) -> dict[str, Any]:
     """A demo server shipped in the package: starts fast (no SDK import)."""
     return {"namespace": namespace, "command": sys.executable, "args": ["-m", f"gateway.demo.{module}"], **extra}
+
+
+@asynccontextmanager
+async def http_upstream(module: str, transport: str, *, port: int = 0) -> AsyncIterator[str]:
+    """A test server served over HTTP in its own process; yields its URL once it accepts connections."""
+    command = [sys.executable, "-m", "tests.servers.http_serve", module, transport, str(port)]
+    async with await anyio.open_process(command, cwd=ROOT) as process:
+        assert process.stdout is not None
+        lines = BufferedByteReceiveStream(process.stdout)
+        with anyio.fail_after(20):
+            bound = int(await lines.receive_until(b"\n", 100))
+        path = "/mcp" if transport == "streamable-http" else "/sse"
+        try:
+            yield f"http://127.0.0.1:{bound}{path}"
+        finally:
+            process.kill()
+
+
+@asynccontextmanager
+async def gateway_http(config: Path) -> AsyncIterator[str]:
+    """The gateway serving HTTP on an ephemeral port; yields its base URL. Its log is drained meanwhile."""
+    command = [*gateway_command(config, "serve"), "--log-level", "info"]
+    async with await anyio.open_process(command, cwd=ROOT) as process:
+        assert process.stderr is not None
+        lines = BufferedByteReceiveStream(process.stderr)
+        url = None
+        with anyio.fail_after(30):
+            while url is None:
+                event = json.loads(await lines.receive_until(b"\n", 1 << 20))
+                if event.get("event") == "http_listening":
+                    url = event["url"].rsplit("/", 1)[0]
+
+        async def drain() -> None:
+            with suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                while True:
+                    await lines.receive()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain)
+            try:
+                yield url
+            finally:
+                process.terminate()
+                with anyio.fail_after(20):
+                    await process.wait()
+                tg.cancel_scope.cancel()

@@ -89,7 +89,13 @@ async def test_every_prompt_is_listed_exactly_once_through_the_composite_cursor(
     names = [p.name for p in await list_everything(client)]
     hidden = {f"pag__p{i:04d}" for i in range(900, 1000)}  # global policy denies pag__p09*
     expected = ({"pag__rich"} | {f"pag__p{i:04d}" for i in range(999)}) - hidden
-    expected |= {"comp__weather", "dyn__pid", "dyn__whoami", "dyn__add", "dyn__storm"}  # comp__internal_notes is denied upstream
+    expected |= {
+        "comp__weather",
+        "dyn__pid",
+        "dyn__whoami",
+        "dyn__add",
+        "dyn__storm",
+    }  # comp__internal_notes is denied upstream
     assert len(names) == len(set(names)) == len(expected)
     assert set(names) == expected
 

@@ -36,10 +36,12 @@ def sse_app(server: Server) -> Starlette:
 
 def main() -> None:
     module, transport = sys.argv[1], sys.argv[2]
+    port = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     server: Server = importlib.import_module(f"tests.servers.{module}").server
     app = server.streamable_http_app(streamable_http_path="/mcp") if transport == "streamable-http" else sse_app(server)
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
     sock.listen(128)
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on" if transport == "streamable-http" else "off")
