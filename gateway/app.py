@@ -20,6 +20,7 @@ from gateway.errors import ConfigError
 from gateway.frontend import ClientSession, Hub
 from gateway.http_server import HttpFrontend, Push
 from gateway.policy import Rules
+from gateway.progress import ProgressRelay
 from gateway.protocol.jsonrpc import Notification, encode
 from gateway.rpc import PeerClosed, RpcPeer
 from gateway.transports.base import MessageStream
@@ -71,6 +72,7 @@ async def run_gateway(config: Config) -> AsyncIterator[Gateway]:
     hub = Hub()
     debouncer = _Debouncer(settings.list_changed_debounce_s, hub)
     catalog_ref: list[Catalog] = []
+    progress = ProgressRelay()
 
     def changed(namespace: str) -> None:
         if catalog_ref:
@@ -90,6 +92,8 @@ async def run_gateway(config: Config) -> AsyncIterator[Gateway]:
         generation=config.generation,
         policy=_rules(config.policy.allow, config.policy.deny, sep),
         page_size=settings.page_size,
+        on_upstream_error=settings.on_upstream_error,
+        progress=progress,
     )
     catalog_ref.append(catalog)
     gateway = Gateway(config, catalog, hub, connectors)
@@ -124,6 +128,7 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, viewer: Rules
         on_request=session.handle_request,
         on_notification=session.handle_notification,
         answer_malformed=True,
+        max_in_flight=gateway.config.gateway.max_requests_per_session,
         logger=session.log,
     )
 
@@ -174,7 +179,12 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
         gateway.hub.add(session)
         return session
 
-    return HttpFrontend(config.server, new_session, max_message_bytes=config.gateway.max_message_bytes)
+    return HttpFrontend(
+        config.server,
+        new_session,
+        max_message_bytes=config.gateway.max_message_bytes,
+        max_in_flight=config.gateway.max_requests_per_session,
+    )
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

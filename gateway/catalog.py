@@ -34,6 +34,7 @@ from gateway.errors import (
     UpstreamUnavailable,
 )
 from gateway.policy import ALLOW_ALL, Rules
+from gateway.progress import ProgressRelay
 from gateway.protocol.models import (
     CompleteParams,
     CompleteResult,
@@ -45,6 +46,7 @@ from gateway.protocol.models import (
     describe,
     parse_params,
 )
+from gateway.rpc import Notify
 
 MAX_UPSTREAM_CURSOR_CHARS = 2048
 MAX_INDEX_PAGES = 2000
@@ -159,6 +161,7 @@ class Catalog:
         policy: Rules = ALLOW_ALL,
         page_size: int | None = None,
         on_upstream_error: Literal["skip", "fail"] = "skip",
+        progress: ProgressRelay | None = None,
     ) -> None:
         self.mounts = tuple(mounts)
         self._codec = codec
@@ -166,6 +169,7 @@ class Catalog:
         self._policy = policy
         self._page_size = page_size
         self._on_upstream_error = on_upstream_error
+        self._progress = progress or ProgressRelay()
         self._states = [_MountState() for _ in self.mounts]
         self._by_namespace = {m.namespace: i for i, m in enumerate(self.mounts)}
         self._flights = _SingleFlight()
@@ -399,11 +403,14 @@ class Catalog:
                 return mount, local, entry
         raise UnknownPrompt(public)
 
-    async def get_prompt(self, params: dict[str, Any] | None, *, viewer: Rules | None = None) -> dict[str, Any]:
+    async def get_prompt(
+        self, params: dict[str, Any] | None, *, viewer: Rules | None = None, notify: Notify | None = None
+    ) -> dict[str, Any]:
         request = parse_params(GetPromptParams, params)
         mount, local, entry = await self._resolve(request.name, viewer)
         _check_required_arguments(request.name, entry, request.arguments or {})
-        raw = await mount.source.request("prompts/get", {**(params or {}), "name": local})
+        with self._progress.route({**(params or {}), "name": local}, notify) as forwarded:
+            raw = await mount.source.request("prompts/get", forwarded)
         try:
             GetPromptResult.model_validate(raw)
         except ValidationError as exc:
@@ -412,7 +419,9 @@ class Catalog:
             ) from exc
         return raw
 
-    async def complete(self, params: dict[str, Any] | None, *, viewer: Rules | None = None) -> dict[str, Any]:
+    async def complete(
+        self, params: dict[str, Any] | None, *, viewer: Rules | None = None, notify: Notify | None = None
+    ) -> dict[str, Any]:
         request = parse_params(CompleteParams, params)
         if not isinstance(request.ref, PromptRef):
             raise InvalidParams("Invalid params: this gateway serves prompts; it completes ref/prompt only")
@@ -420,9 +429,11 @@ class Catalog:
         empty = {"completion": {"values": [], "total": 0, "hasMore": False}}
         if not mount.source.completes:
             return empty
-        forwarded = {**(params or {}), "ref": {**(params or {})["ref"], "name": local}}
         try:
-            raw = await mount.source.request("completion/complete", forwarded)
+            with self._progress.route(
+                {**(params or {}), "ref": {**(params or {})["ref"], "name": local}}, notify
+            ) as fwd:
+                raw = await mount.source.request("completion/complete", fwd)
         except UpstreamRejected as exc:
             if exc.code == -32601:  # a 2024-11-05 server without completion support
                 return empty

@@ -54,6 +54,13 @@ class GatewaySettings(_Section):
     page_size: int | None = Field(None, ge=1, le=10_000)
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     list_changed_debounce_s: float = Field(0.05, ge=0, le=10)
+    on_upstream_error: Literal["skip", "fail"] = "skip"
+    restart_initial_s: float = Field(0.5, gt=0, le=60)
+    restart_max_s: float = Field(30.0, gt=0, le=3600)
+    max_restarts: int | None = Field(None, ge=0)
+    max_requests_per_session: int = Field(256, ge=1, le=100_000)
+    max_requests_per_upstream: int = Field(256, ge=1, le=100_000)
+    shutdown_grace_s: float = Field(10.0, ge=0, le=600)
 
     @field_validator("namespace_separator")
     @classmethod

@@ -23,6 +23,7 @@ from gateway.errors import InvalidRequest, MethodNotFound
 from gateway.policy import Rules
 from gateway.protocol.jsonrpc import Notification, Request
 from gateway.protocol.versions import negotiate
+from gateway.rpc import Notify
 
 SessionState = Literal["new", "initializing", "ready", "closed"]
 SERVER_INFO = {"name": "mcp-prompt-gateway", "title": "MCP Prompt Gateway", "version": __version__}
@@ -58,7 +59,7 @@ class ClientSession:
         self._on_close = on_close
         self.log = structlog.get_logger("gateway.session").bind(session=session_id)
 
-    async def handle_request(self, request: Request) -> dict[str, Any]:
+    async def handle_request(self, request: Request, notify: Notify) -> dict[str, Any]:
         method = request.method
         if method not in _ALLOWED[self.state]:
             if method == "initialize":
@@ -73,10 +74,10 @@ class ClientSession:
         if method == "prompts/list":
             return await self._catalog.list_prompts(request.params, viewer=self._viewer)
         if method == "prompts/get":
-            return await self._catalog.get_prompt(request.params, viewer=self._viewer)
+            return await self._catalog.get_prompt(request.params, viewer=self._viewer, notify=notify)
         if not self._completions:
             raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
-        return await self._catalog.complete(request.params, viewer=self._viewer)
+        return await self._catalog.complete(request.params, viewer=self._viewer, notify=notify)
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         self.protocol_version = negotiate(params.get("protocolVersion"))

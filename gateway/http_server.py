@@ -14,6 +14,7 @@ import hmac
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -43,7 +44,7 @@ from gateway.protocol.jsonrpc import (
     to_wire,
 )
 from gateway.protocol.versions import HANDSHAKE_VERSIONS
-from gateway.rpc import InboundRequests
+from gateway.rpc import InboundRequests, Notify
 from gateway.transports.sse import KEEPALIVE, EventLog, encode_event
 
 log = structlog.get_logger("gateway.http")
@@ -55,7 +56,7 @@ _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 class Endpoint(Protocol):
     """The MCP session behind an HTTP session."""
 
-    async def handle_request(self, request: Request) -> dict[str, Any]: ...
+    async def handle_request(self, request: Request, notify: Notify) -> dict[str, Any]: ...
 
     async def handle_notification(self, notification: Notification) -> None: ...
 
@@ -295,6 +296,8 @@ class HttpFrontend:
         session = self._lookup(request, principal, request.headers.get("mcp-session-id"))
         if isinstance(session, Response):
             return session
+        if isinstance(message, Request) and _wants_progress(message) and _accepts(request, "text/event-stream"):
+            return self._answer_as_stream(session, message)
         items = message.items if isinstance(message, Batch) else (message,)
         answers = await self._serve_items(session, items)
         if not answers:
@@ -314,18 +317,47 @@ class HttpFrontend:
         log.info("session_started", session=session.id[:8], principal=principal)
         return Response(dumps(answers[0]), media_type="application/json", headers={"Mcp-Session-Id": session.id})
 
+    async def _serve_one(self, session: HttpSession, request: Request, notify: Notify) -> dict[str, Any]:
+        admitted = session.inbound.admit(request)
+        if isinstance(admitted, ErrorResponse):
+            return to_wire(admitted)
+        answer = await session.inbound.run(request, admitted, notify)
+        if answer is None:
+            answer = ErrorResponse(request.id, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
+        return to_wire(answer)
+
+    def _answer_as_stream(self, session: HttpSession, request: Request) -> Response:
+        """An SSE answer: the request's progress notifications as they come, then its response."""
+        if self._task_group is None:
+            return _plain(503, "Service Unavailable: shutting down")
+        frames_in, frames = anyio.create_memory_object_stream[bytes](64)
+
+        async def notify(method: str, params: dict[str, Any] | None) -> None:
+            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
+                frames_in.send_nowait(encode(Notification(method, params)))  # a slow reader loses progress, not memory
+
+        async def serve() -> None:
+            with frames_in:
+                answer = await self._serve_one(session, request, notify)
+                with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await frames_in.send(dumps(answer))
+
+        async def body() -> AsyncIterator[bytes]:
+            with frames:
+                async for frame in frames:
+                    yield encode_event(frame)
+
+        self._task_group.start_soon(serve)
+        return self._stream(session, body(), counted=False)
+
     async def _serve_items(self, session: HttpSession, items: Sequence[Message | Malformed]) -> list[dict[str, Any]]:
         answers: list[dict[str, Any]] = []
 
+        async def to_stream(method: str, params: dict[str, Any] | None) -> None:
+            session.events.push(encode(Notification(method, params)))
+
         async def serve(request: Request) -> None:
-            admitted = session.inbound.admit(request)
-            if isinstance(admitted, ErrorResponse):
-                answers.append(to_wire(admitted))
-                return
-            answer = await session.inbound.run(request, admitted)
-            if answer is None:
-                answer = ErrorResponse(request.id, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
-            answers.append(to_wire(answer))
+            answers.append(await self._serve_one(session, request, to_stream))
 
         async with anyio.create_task_group() as tg:
             for item in items:
@@ -361,14 +393,17 @@ class HttpFrontend:
         body: AsyncIterator[bytes],
         *,
         on_close: Callable[[], None] | None = None,
+        counted: bool = True,
     ) -> StreamingResponse:
+        """``counted`` streams are the session's one standalone stream (a second one is refused)."""
+
         async def tracked() -> AsyncIterator[bytes]:
-            session.streams += 1
+            session.streams += counted
             try:
                 async for chunk in body:
                     yield chunk
             finally:
-                session.streams -= 1
+                session.streams -= counted
                 session.last_seen = time.monotonic()
                 if on_close is not None:
                     on_close()
@@ -426,6 +461,11 @@ class HttpFrontend:
         else:
             for answer in answers:
                 session.events.push(dumps(answer))
+
+
+def _wants_progress(request: Request) -> bool:
+    meta = (request.params or {}).get("_meta")
+    return isinstance(meta, dict) and "progressToken" in meta
 
 
 def notification_frame(method: str, params: dict[str, Any] | None = None) -> bytes:

@@ -37,7 +37,10 @@ from gateway.protocol.jsonrpc import (
 )
 from gateway.transports.base import MessageStream, MessageTooLarge
 
-RequestHandler = Callable[[Request], Awaitable[dict[str, Any]]]
+Notify = Callable[[str, dict[str, Any] | None], Awaitable[None]]
+"""Send a notification to the peer that made a request (progress, for one)."""
+
+RequestHandler = Callable[[Request, Notify], Awaitable[dict[str, Any]]]
 NotificationHandler = Callable[[Notification], Awaitable[None]]
 
 log = structlog.get_logger("gateway.rpc")
@@ -67,7 +70,7 @@ class _Pending:
         self.outcome: Response | ErrorResponse | PeerClosed | None = None
 
 
-async def _no_requests(request: Request) -> dict[str, Any]:
+async def _no_requests(request: Request, notify: Notify) -> dict[str, Any]:
     raise MethodNotFound(f"Method not found: {request.method}")
 
 
@@ -98,18 +101,18 @@ class InboundRequests:
         self._scopes[request.id] = scope
         return scope
 
-    async def run(self, request: Request, scope: anyio.CancelScope) -> Response | ErrorResponse | None:
+    async def run(self, request: Request, scope: anyio.CancelScope, notify: Notify) -> Response | ErrorResponse | None:
         """The answer to an admitted request; None when the peer cancelled it (it expects no answer)."""
         try:
             with scope:
-                return await self._answer(request)
+                return await self._answer(request, notify)
             return None
         finally:
             self._scopes.pop(request.id, None)
 
-    async def _answer(self, request: Request) -> Response | ErrorResponse:
+    async def _answer(self, request: Request, notify: Notify) -> Response | ErrorResponse:
         try:
-            return Response(request.id, await self._handler(request))
+            return Response(request.id, await self._handler(request, notify))
         except GatewayError as exc:
             return error_response(request.id, exc)
         except Exception:
@@ -286,7 +289,9 @@ class RpcPeer:
 
     async def _collect(self, request: Request, answers: list[dict[str, Any]]) -> None:
         admitted = self._inbound.admit(request)
-        answer = admitted if isinstance(admitted, ErrorResponse) else await self._inbound.run(request, admitted)
+        answer = (
+            admitted if isinstance(admitted, ErrorResponse) else await self._inbound.run(request, admitted, self.notify)
+        )
         if answer is not None:
             answers.append(to_wire(answer))
 
@@ -300,7 +305,7 @@ class RpcPeer:
         self._task_group.start_soon(self._handle, request, admitted)
 
     async def _handle(self, request: Request, scope: anyio.CancelScope) -> None:
-        answer = await self._inbound.run(request, scope)
+        answer = await self._inbound.run(request, scope, self.notify)
         if answer is not None:
             with suppress(PeerClosed):
                 await self._send(answer)

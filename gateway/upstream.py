@@ -14,7 +14,7 @@ States (the whole machine lives in ``_TRANSITIONS``):
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
@@ -36,7 +36,7 @@ from gateway.errors import (
 from gateway.protocol.jsonrpc import Notification, Request
 from gateway.protocol.models import InitializeResult, describe
 from gateway.protocol.versions import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE_VERSION, declares_completions
-from gateway.rpc import PeerClosed, RemoteError, RequestTimeout, RpcPeer
+from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.transports.base import MessageStream
 from gateway.transports.http_client import HttpTransportError, open_legacy_sse, open_streamable_http
 from gateway.transports.stdio import ChildSpec, open_child
@@ -99,12 +99,17 @@ class UpstreamConnector:
         on_change: Callable[[str], None],
         max_message_bytes: int,
         backoff: Backoff | None = None,
+        max_in_flight: int = 256,
+        on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
         self.namespace = settings.namespace
         self._on_change = on_change
         self._max_message_bytes = max_message_bytes
         self._backoff = backoff or Backoff()
+        self._slots = anyio.Semaphore(max_in_flight)
+        self._max_in_flight = max_in_flight
+        self._on_progress = on_progress
         self._log = structlog.get_logger("gateway.upstream").bind(upstream=self.namespace)
         self._peer: RpcPeer | None = None
         self.state: State = "starting"
@@ -140,6 +145,14 @@ class UpstreamConnector:
         if peer is None or not self.ready:
             raise UpstreamUnavailable(self.namespace, f"is not connected (state: {self.state})")
         try:
+            # A bounded number run at once; the rest wait for a slot within the same time budget.
+            with anyio.fail_after(self.settings.timeout_s):
+                await self._slots.acquire()
+        except TimeoutError as exc:
+            raise UpstreamUnavailable(
+                self.namespace, f"is saturated ({self._max_in_flight} requests in flight)"
+            ) from exc
+        try:
             return await peer.request(method, params, timeout=self.settings.timeout_s)
         except RemoteError as exc:
             raise UpstreamRejected(self.namespace, exc.error) from exc
@@ -148,6 +161,8 @@ class UpstreamConnector:
         except RequestTimeout as exc:
             message = f"did not answer {method} within {self.settings.timeout_s}s"
             raise UpstreamTimeout(self.namespace, message) from exc
+        finally:
+            self._slots.release()
 
     async def wait_settled(self) -> None:
         """Until the first connection attempt has either succeeded or failed."""
@@ -275,7 +290,7 @@ class UpstreamConnector:
         except PeerClosed as exc:
             raise UpstreamUnavailable(self.namespace, "exited during initialize") from exc
 
-    async def _on_server_request(self, request: Request) -> dict[str, Any]:
+    async def _on_server_request(self, request: Request, notify: Notify) -> dict[str, Any]:
         if request.method == "ping":
             return {}
         raise MethodNotFound(f"Method not found: {request.method}")
@@ -284,6 +299,8 @@ class UpstreamConnector:
         if notification.method == "notifications/prompts/list_changed":
             self._log.debug("upstream_list_changed")
             self._on_change(self.namespace)
+        elif notification.method == "notifications/progress" and self._on_progress is not None:
+            await self._on_progress(notification.params or {})
         elif notification.method == "notifications/message":
             params = notification.params or {}
             self._log.info("upstream_log", level=params.get("level"), data=params.get("data"))

@@ -7,7 +7,7 @@ import pytest
 
 from gateway.errors import InvalidParams
 from gateway.protocol.jsonrpc import Notification, Request
-from gateway.rpc import PeerClosed, RemoteError, RequestTimeout, RpcPeer
+from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.testing import MemoryFrameStream, memory_frame_pair
 
 pytestmark = pytest.mark.anyio
@@ -116,7 +116,7 @@ async def test_incoming_requests_run_concurrently_and_can_be_cancelled(pair: Pai
     ours, theirs = pair
     started, release = anyio.Event(), anyio.Event()
 
-    async def handle(request: Request) -> dict[str, Any]:
+    async def handle(request: Request, notify: Notify) -> dict[str, Any]:
         if request.method == "block":
             started.set()
             await anyio.sleep_forever()
@@ -160,7 +160,7 @@ async def test_incoming_requests_run_concurrently_and_can_be_cancelled(pair: Pai
 async def test_malformed_frames_and_batches_are_answered(pair: Pair) -> None:
     ours, theirs = pair
 
-    async def handle(request: Request) -> dict[str, Any]:
+    async def handle(request: Request, notify: Notify) -> dict[str, Any]:
         return {"m": request.method}
 
     peer = RpcPeer(ours, on_request=handle, answer_malformed=True)
@@ -196,7 +196,7 @@ async def test_in_flight_requests_are_bounded(pair: Pair) -> None:
     ours, theirs = pair
     gate = anyio.Event()
 
-    async def handle(request: Request) -> dict[str, Any]:
+    async def handle(request: Request, notify: Notify) -> dict[str, Any]:
         await gate.wait()
         return {}
 

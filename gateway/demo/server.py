@@ -13,7 +13,7 @@ from gateway.errors import InvalidParams, MethodNotFound
 from gateway.observability import configure_logging
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.versions import negotiate
-from gateway.rpc import RpcPeer
+from gateway.rpc import Notify, RpcPeer
 from gateway.transports.stdio import open_own_stdio
 
 Render = Callable[[dict[str, str]], str]
@@ -44,7 +44,7 @@ class DemoServer:
         self.name = name
         self.prompts = {p.name: p for p in prompts}
 
-    async def handle(self, request: Request) -> dict[str, Any]:
+    async def handle(self, request: Request, notify: Notify) -> dict[str, Any]:
         params = request.params or {}
         if request.method == "initialize":
             return {
