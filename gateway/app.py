@@ -24,7 +24,7 @@ from gateway.progress import ProgressRelay
 from gateway.protocol.jsonrpc import Notification, encode
 from gateway.rpc import PeerClosed, RpcPeer
 from gateway.transports.base import MessageStream
-from gateway.upstream import UpstreamConnector
+from gateway.upstream import Backoff, UpstreamConnector
 
 log = structlog.get_logger("gateway.app")
 
@@ -80,7 +80,15 @@ async def run_gateway(config: Config) -> AsyncIterator[Gateway]:
         debouncer.poke()
 
     connectors = tuple(
-        UpstreamConnector(u, on_change=changed, max_message_bytes=settings.max_message_bytes) for u in config.upstreams
+        UpstreamConnector(
+            u,
+            on_change=changed,
+            max_message_bytes=settings.max_message_bytes,
+            backoff=Backoff(settings.restart_initial_s, settings.restart_max_s, settings.max_restarts),
+            max_in_flight=settings.max_requests_per_upstream,
+            on_progress=progress.deliver,
+        )
+        for u in config.upstreams
     )
     mounts = [
         Mount(c, prefix=c.namespace + sep if u.prefix else "", rules=_rules(u.policy.allow, u.policy.deny, sep))

@@ -1,0 +1,163 @@
+"""Upstreams that crash, hang, lie and flood: the gateway contains each, and the others keep serving."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as t
+import pytest
+from mcp import Client, MCPError
+
+from tests.integration.helpers import ROOT, demo_upstream, gateway_http, gateway_params, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def faulty(namespace: str = "bad", **extra: Any) -> dict[str, Any]:
+    return {
+        "namespace": namespace,
+        "command": sys.executable,
+        "args": ["-m", "tests.servers.faulty"],
+        "cwd": str(ROOT),
+        "timeout_s": 2,
+        **extra,
+    }
+
+
+class Messages:
+    def __init__(self) -> None:
+        self.progress: list[t.ProgressNotificationParams] = []
+        self.list_changed = 0
+        self._changed = anyio.Event()
+
+    async def __call__(self, message: object) -> None:
+        if isinstance(message, t.ProgressNotification):
+            self.progress.append(message.params)
+        elif isinstance(message, t.PromptListChangedNotification):
+            self.list_changed += 1
+            self._changed.set()
+
+    async def next_list_changed(self) -> None:
+        with anyio.fail_after(20):
+            await self._changed.wait()
+        self._changed = anyio.Event()
+
+
+@pytest.fixture
+async def messages() -> Messages:
+    return Messages()
+
+
+@pytest.fixture
+async def client(tmp_path: Path, messages: Messages) -> AsyncIterator[Client]:
+    config = write_config(
+        tmp_path / "c.toml",
+        [demo_upstream("writing", "writing"), faulty()],
+        gateway={"max_message_bytes": 1024 * 1024, "restart_initial_s": 0.2},
+    )
+    async with Client(gateway_params(config), mode="legacy", cache=None, message_handler=messages) as client:
+        yield client
+
+
+async def expect_upstream_error(client: Client, name: str, *fragments: str) -> None:
+    with pytest.raises(MCPError) as info:
+        await client.get_prompt(name)
+    assert info.value.error.code == -32603
+    for fragment in fragments:
+        assert fragment in info.value.error.message
+    assert (await client.get_prompt("writing__summarize", {"text": "still here"})).messages  # the gateway serves on
+
+
+@pytest.mark.parametrize(
+    ("prompt", "fragments"),
+    [
+        ("bad__hang", ("Upstream 'bad' did not answer prompts/get within 2.0s",)),
+        ("bad__garbage", ("Upstream 'bad' did not answer",)),
+        ("bad__wrong_id", ("Upstream 'bad' did not answer",)),
+        ("bad__huge", ("Upstream 'bad' did not answer",)),
+        ("bad__bad_result", ("Upstream 'bad' sent an invalid prompts/get result", "messages.0.role")),
+    ],
+)
+async def test_a_misbehaving_upstream_is_contained(client: Client, prompt: str, fragments: tuple[str, ...]) -> None:
+    await expect_upstream_error(client, prompt, *fragments)
+    assert (await client.get_prompt("bad__ok")).messages  # and the faulty upstream itself still works
+
+
+async def test_a_crash_mid_request_fails_at_once_and_the_upstream_comes_back(
+    client: Client, messages: Messages
+) -> None:
+    started = anyio.current_time()
+    await expect_upstream_error(client, "bad__crash", "Upstream 'bad'")
+    assert anyio.current_time() - started < 2  # not the 2 s timeout: the dead peer fails its requests at once
+    while True:
+        await messages.next_list_changed()
+        names = [p.name for p in (await client.list_prompts()).prompts]
+        if "bad__ok" in names:
+            break
+    assert (await client.get_prompt("bad__ok")).messages
+
+
+async def get_with_progress(client: Client, name: str) -> tuple[t.GetPromptResult, list[tuple[float, float | None]]]:
+    """The SDK picks the progress token itself and routes progress for it to the callback."""
+    seen: list[tuple[float, float | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total))
+
+    request = t.GetPromptRequest(params=t.GetPromptRequestParams(name=name))
+    result = await client.session.send_request(request, t.GetPromptResult, progress_callback=on_progress)
+    return result, seen
+
+
+async def test_progress_reaches_the_client_under_its_own_token(client: Client) -> None:
+    result, progress = await get_with_progress(client, "bad__progress")
+    content = result.messages[0].content
+    assert isinstance(content, t.TextContent)
+    assert content.text.startswith("progressed with token gw-progress-")  # the upstream never saw the client's
+    assert progress == [(1, 2), (2, 2)]
+
+
+async def test_cancellation_reaches_the_upstream_under_its_own_request_id(client: Client) -> None:
+    with anyio.move_on_after(0.5):
+        await client.get_prompt("bad__slow")
+    with anyio.fail_after(10):
+        while True:
+            status = json.loads((await client.get_prompt("bad__cancel_status")).messages[0].content.text)  # type: ignore[union-attr]
+            if status["cancelled"]:
+                break
+    assert status["cancelled"] == status["slow"]  # the upstream-side id, which the client never knew
+
+
+async def test_a_list_changed_storm_is_absorbed(client: Client, messages: Messages) -> None:
+    await client.get_prompt("bad__storm", {"count": "1000"})
+    await messages.next_list_changed()
+    await client.get_prompt("writing__summarize", {"text": "after the storm"})
+    assert messages.list_changed < 20
+
+
+async def test_listing_leaves_out_an_upstream_that_fails_or_is_slow(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml",
+        [
+            demo_upstream("writing", "writing"),
+            faulty("cursor", env={"FAULT_LIST": "nonstring_cursor"}),
+            faulty("slow", env={"FAULT_LIST_DELAY": "5"}, timeout_s=1),
+        ],
+    )
+    async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+        listing = await client.list_prompts()
+        assert [p.name for p in listing.prompts] == ["writing__summarize", "writing__translate", "writing__proofread"]
+        assert listing.meta == {"prompt-gateway/unavailable": ["cursor", "slow"]}
+        assert listing.next_cursor is None
+
+
+async def test_progress_over_http_arrives_on_the_requests_own_stream(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", [faulty()], server={"transport": "http", "port": 0})
+    async with gateway_http(config) as base, Client(f"{base}/mcp", mode="legacy", cache=None) as client:
+        _, progress = await get_with_progress(client, "bad__progress")
+        assert progress == [(1, 2), (2, 2)]

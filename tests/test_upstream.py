@@ -1,0 +1,29 @@
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.upstream import Backoff, _without_credentials
+
+
+@given(st.floats(0.01, 5), st.floats(5, 60), st.integers(1, 30))
+def test_backoff_grows_exponentially_with_jitter_and_stays_capped(initial: float, cap: float, attempts: int) -> None:
+    backoff = Backoff(initial, cap)
+    for attempt in range(1, attempts + 1):
+        delay = backoff.next_delay()
+        ceiling = min(cap, initial * 2 ** (attempt - 1))
+        assert delay is not None
+        assert ceiling / 2 <= delay <= ceiling
+    backoff.reset()
+    first = backoff.next_delay()
+    assert first is not None
+    assert first <= initial
+
+
+def test_backoff_gives_up_after_max_attempts() -> None:
+    backoff = Backoff(0.1, 1, max_attempts=2)
+    assert backoff.next_delay() is not None
+    assert backoff.next_delay() is not None
+    assert backoff.next_delay() is None
+
+
+def test_urls_are_logged_without_credentials() -> None:
+    assert _without_credentials("https://user:pw@host:8443/mcp?token=x") == "https://host:8443/mcp"
