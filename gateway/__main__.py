@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import Any
 
 import anyio
+import structlog
 
 from gateway import __version__
-from gateway.app import ensure_safe_exposure, run_gateway, serve_http, serve_stream
+from gateway.app import Gateway, ensure_safe_exposure, run_gateway, serve_http, serve_stream
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError, UpstreamError
 from gateway.observability import configure_logging
 from gateway.transports.stdio import open_own_stdio
 
 EXIT_OK, EXIT_UPSTREAM_FAILED, EXIT_CONFIG = 0, 1, 2
+log = structlog.get_logger("gateway.cli")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,24 +43,65 @@ def _parser() -> argparse.ArgumentParser:
         )
         if name == "list":
             sub.add_argument("--json", action="store_true", help="print the prompts as JSON")
+        if name == "serve":
+            sub.add_argument("--watch", action="store_true", help="reload the config when the file changes")
     return parser
 
 
-async def _until_signal(scope: anyio.CancelScope) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for _ in signals:
-            scope.cancel()
-            return
+async def _reload(gateway: Gateway, path: str) -> None:
+    """Re-read the config; an invalid one is logged and the running one keeps serving."""
+    try:
+        new = load_config(path)
+    except ConfigError as exc:
+        log.error("reload_rejected", config=path, error=exc.message)  # noqa: TRY400 - expected: no traceback
+        return
+    await gateway.reload(new)
 
 
-async def _serve(config: Config) -> int:
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_until_signal, tg.cancel_scope)
-        async with run_gateway(config) as gateway:
-            if config.server.transport == "http":
-                await serve_http(gateway)
+async def _handle_signals(gateway: Gateway, path: str, stopping: anyio.Event, scope: anyio.CancelScope) -> None:
+    """SIGHUP reloads; SIGTERM/SIGINT stop gracefully, and a second one stops at once."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            if signum == signal.SIGHUP:
+                await _reload(gateway, path)
+            elif stopping.is_set():
+                scope.cancel()
             else:
-                await serve_stream(gateway, open_own_stdio(max_message_bytes=config.gateway.max_message_bytes))
+                log.info("shutting_down", signal=signal.Signals(signum).name)
+                stopping.set()
+
+
+async def _watch(gateway: Gateway, path: str, interval_s: float = 1.0) -> None:
+    """Reload when the file changes (its mtime and size are polled: no extra dependency, works on every
+    filesystem, including the bind mounts of containers)."""
+
+    def stamp() -> tuple[float, int] | None:
+        with suppress(OSError):
+            info = os.stat(path)
+            return info.st_mtime, info.st_size
+        return None
+
+    seen = stamp()
+    while True:
+        await anyio.sleep(interval_s)
+        now = stamp()
+        if now is not None and now != seen:
+            seen = now
+            log.info("config_changed", config=path)
+            await _reload(gateway, path)
+
+
+async def _serve(config: Config, path: str, watch: bool) -> int:
+    stopping = anyio.Event()
+    async with anyio.create_task_group() as tg, run_gateway(config) as gateway:
+        tg.start_soon(_handle_signals, gateway, path, stopping, tg.cancel_scope)
+        if watch:
+            tg.start_soon(_watch, gateway, path)
+        if config.server.transport == "http":
+            await serve_http(gateway, stopping=stopping)
+        else:
+            stdio = open_own_stdio(max_message_bytes=config.gateway.max_message_bytes)
+            await serve_stream(gateway, stdio, stopping=stopping)
         tg.cancel_scope.cancel()
     return EXIT_OK
 
@@ -128,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"prompt-gateway: {exc.message}", file=sys.stderr)
             return EXIT_CONFIG
-        return anyio.run(_serve, config)
+        return anyio.run(_serve, config, args.config, args.watch)
     if args.command == "check":
         return anyio.run(_check, config)
     return anyio.run(_list, config, args.json)

@@ -1,5 +1,10 @@
-"""The composition root: builds upstream connectors, the catalog and the hub from a Config, and owns
-the one task group everything runs in. Leaving ``run_gateway`` stops every child process."""
+"""The composition root: builds upstream connectors, the catalog and the hub from a Config, owns the
+one task group everything runs in, and applies a new Config in place (hot reload).
+
+Leaving ``run_gateway`` stops every upstream (child processes included). ``Gateway.reload`` restarts
+only the upstreams whose settings changed, rebuilds the catalog (policy, page size, cursor layout),
+keeps every client session connected and tells them all that the list changed.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +17,10 @@ from dataclasses import dataclass
 import anyio
 import structlog
 import uvicorn
+from anyio.abc import TaskGroup
 
 from gateway.catalog import Catalog, Mount
-from gateway.config import Config
+from gateway.config import Config, HttpUpstream, StdioUpstream
 from gateway.cursor import CursorCodec
 from gateway.errors import ConfigError
 from gateway.frontend import ClientSession, Hub
@@ -29,32 +35,27 @@ from gateway.upstream import Backoff, UpstreamConnector
 log = structlog.get_logger("gateway.app")
 
 
-@dataclass
-class Gateway:
-    config: Config
-    catalog: Catalog
-    hub: Hub
-    connectors: tuple[UpstreamConnector, ...]
-
-    def offers_completions(self) -> bool:
-        return any(c.ready and c.completes for c in self.connectors)
-
-
 class _Debouncer:
     """Turns a burst of upstream changes into one fan-out after ``delay_s`` of quiet gathering."""
 
     def __init__(self, delay_s: float, hub: Hub) -> None:
-        self._delay_s = delay_s
+        self.delay_s = delay_s
         self._hub = hub
         self._due = anyio.Event()
 
     def poke(self) -> None:
         self._due.set()
 
+    def forget(self) -> None:
+        """Drop a pending fan-out (start-up: no client has seen a list yet, so nothing changed for anyone)."""
+        self._due = anyio.Event()
+
     async def run(self) -> None:
         while True:
             await self._due.wait()
-            await anyio.sleep(self._delay_s)  # gather the rest of the burst
+            await anyio.sleep(self.delay_s)  # gather the rest of the burst
+            if not self._due.is_set():
+                continue  # forgotten while gathering
             self._due = anyio.Event()
             sessions = self._hub.broadcast_list_changed()
             log.info("list_changed_broadcast", sessions=sessions)
@@ -64,72 +65,157 @@ def _rules(allow: tuple[str, ...], deny: tuple[str, ...], separator: str) -> Rul
     return Rules(allow=allow, deny=deny, separator=separator)
 
 
-@asynccontextmanager
-async def run_gateway(config: Config) -> AsyncIterator[Gateway]:
-    settings = config.gateway
-    sep = settings.namespace_separator
-    secret = settings.cursor_secret.encode() if settings.cursor_secret else secrets.token_bytes(32)
-    hub = Hub()
-    debouncer = _Debouncer(settings.list_changed_debounce_s, hub)
-    catalog_ref: list[Catalog] = []
-    progress = ProgressRelay()
+@dataclass
+class _Running:
+    settings: StdioUpstream | HttpUpstream
+    connector: UpstreamConnector
+    scope: anyio.CancelScope
 
-    def changed(namespace: str) -> None:
-        if catalog_ref:
-            catalog_ref[0].invalidate(namespace)
-        debouncer.poke()
 
-    connectors = tuple(
-        UpstreamConnector(
-            u,
-            on_change=changed,
-            max_message_bytes=settings.max_message_bytes,
-            backoff=Backoff(settings.restart_initial_s, settings.restart_max_s, settings.max_restarts),
-            max_in_flight=settings.max_requests_per_upstream,
-            on_progress=progress.deliver,
-        )
-        for u in config.upstreams
-    )
-    mounts = [
-        Mount(c, prefix=c.namespace + sep if u.prefix else "", rules=_rules(u.policy.allow, u.policy.deny, sep))
-        for c, u in zip(connectors, config.upstreams, strict=True)
-    ]
-    catalog = Catalog(
-        mounts,
-        codec=CursorCodec(secret),
-        generation=config.generation,
-        policy=_rules(config.policy.allow, config.policy.deny, sep),
-        page_size=settings.page_size,
-        on_upstream_error=settings.on_upstream_error,
-        progress=progress,
-    )
-    catalog_ref.append(catalog)
-    gateway = Gateway(config, catalog, hub, connectors)
-    async with anyio.create_task_group() as tg:
-        for connector in connectors:
-            tg.start_soon(connector.run)
-        tg.start_soon(debouncer.run)
-        # Serve once every upstream has connected or failed (bounded by its own timeout), so the
-        # first client sees the full list and the right capabilities.
-        with anyio.move_on_after(max((u.timeout_s for u in config.upstreams), default=0) + 1):
+class Gateway:
+    def __init__(self, config: Config, task_group: TaskGroup) -> None:
+        self.config = config
+        self.hub = Hub()
+        self._tg = task_group
+        self._progress = ProgressRelay()
+        self._debouncer = _Debouncer(config.gateway.list_changed_debounce_s, self.hub)
+        self._running: dict[str, _Running] = {}
+        self._secret = self._secret_for(config, None)
+        self.catalog = self._build_catalog(config)
+
+    # ---- what the front ends use --------------------------------------------------------------
+
+    @property
+    def connectors(self) -> tuple[UpstreamConnector, ...]:
+        return tuple(self._running[u.namespace].connector for u in self.config.upstreams)
+
+    def offers_completions(self) -> bool:
+        return any(c.ready and c.completes for c in self.connectors)
+
+    def current_catalog(self) -> Catalog:
+        return self.catalog
+
+    def viewer_for(self, principal: str | None) -> Rules | None:
+        for token in self.config.server.tokens:
+            if token.name == principal:
+                return _rules(token.policy.allow, token.policy.deny, self.config.gateway.namespace_separator)
+        return None
+
+    # ---- lifetime -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._tg.start_soon(self._debouncer.run)
+        for upstream in self.config.upstreams:
+            await self._start_upstream(upstream)
+        self.catalog = self._build_catalog(self.config)
+        await self._settle(self.connectors)
+        self._debouncer.forget()
+        log.info("gateway_started", upstreams={c.namespace: c.state for c in self.connectors})
+
+    async def _settle(self, connectors: tuple[UpstreamConnector, ...]) -> None:
+        """Until each has connected or failed once (bounded by its timeout): the first client then sees
+        the full list and the right capabilities."""
+        with anyio.move_on_after(max((c.settings.timeout_s for c in connectors), default=0) + 1):
             for connector in connectors:
                 await connector.wait_settled()
-        log.info("gateway_started", upstreams={c.namespace: c.state for c in connectors})
+
+    async def _start_upstream(self, settings: StdioUpstream | HttpUpstream) -> UpstreamConnector:
+        gateway = self.config.gateway
+        connector = UpstreamConnector(
+            settings,
+            on_change=self._changed,
+            max_message_bytes=gateway.max_message_bytes,
+            backoff=Backoff(gateway.restart_initial_s, gateway.restart_max_s, gateway.max_restarts),
+            max_in_flight=gateway.max_requests_per_upstream,
+            on_progress=self._progress.deliver,
+        )
+        scope = await self._tg.start(_run_in_scope, connector)
+        self._running[settings.namespace] = _Running(settings, connector, scope)
+        return connector
+
+    def _changed(self, namespace: str) -> None:
+        self.catalog.invalidate(namespace)
+        self._debouncer.poke()
+
+    @staticmethod
+    def _secret_for(config: Config, previous: bytes | None) -> bytes:
+        if config.gateway.cursor_secret:
+            return config.gateway.cursor_secret.encode()
+        return previous or secrets.token_bytes(32)
+
+    def _build_catalog(self, config: Config) -> Catalog:
+        settings = config.gateway
+        sep = settings.namespace_separator
+        mounts = [
+            Mount(
+                self._running[u.namespace].connector,
+                prefix=u.namespace + sep if u.prefix else "",
+                rules=_rules(u.policy.allow, u.policy.deny, sep),
+            )
+            for u in config.upstreams
+            if u.namespace in self._running
+        ]
+        return Catalog(
+            mounts,
+            codec=CursorCodec(self._secret),
+            generation=config.generation,
+            policy=_rules(config.policy.allow, config.policy.deny, sep),
+            page_size=settings.page_size,
+            on_upstream_error=settings.on_upstream_error,
+            progress=self._progress,
+        )
+
+    async def reload(self, new: Config) -> None:
+        """Apply a new config: upstreams are added, removed or restarted only where they changed."""
+        if new.server != self.config.server:
+            log.warning("reload_server_settings_ignored", reason="[server] changes take effect on restart")
+            new = new.model_copy(update={"server": self.config.server})
+        wanted = {u.namespace: u for u in new.upstreams}
+        stopped = [ns for ns, running in self._running.items() if wanted.get(ns) != running.settings]
+        for namespace in stopped:
+            self._running.pop(namespace).scope.cancel()
+        started = [await self._start_upstream(u) for u in new.upstreams if u.namespace not in self._running]
+        self.config = new
+        self._secret = self._secret_for(new, self._secret)
+        self._debouncer.delay_s = new.gateway.list_changed_debounce_s
+        self.catalog = self._build_catalog(new)
+        log.info(
+            "config_reloaded",
+            stopped=stopped,
+            started=[c.namespace for c in started],
+            kept=sorted(set(wanted) - {c.namespace for c in started}),
+        )
+        await self._settle(tuple(started))
+        self._debouncer.poke()
+
+
+async def _run_in_scope(connector: UpstreamConnector, *, task_status: anyio.abc.TaskStatus[anyio.CancelScope]) -> None:
+    with anyio.CancelScope() as scope:
+        task_status.started(scope)
+        await connector.run()
+
+
+@asynccontextmanager
+async def run_gateway(config: Config) -> AsyncIterator[Gateway]:
+    async with anyio.create_task_group() as tg:
+        gateway = Gateway(config, tg)
+        await gateway.start()
         try:
             yield gateway
         finally:
             tg.cancel_scope.cancel()
 
 
-async def serve_stream(gateway: Gateway, stream: MessageStream, *, viewer: Rules | None = None) -> None:
-    """Serve one client over one frame stream (stdio) until it hangs up."""
+async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: anyio.Event | None = None) -> None:
+    """Serve one client over one frame stream (stdio) until it hangs up or ``stopping`` is set; requests
+    in flight then get the shutdown grace period to answer."""
     due = anyio.Event()
 
     def list_changed() -> None:
         due.set()
 
     session = ClientSession(
-        gateway.catalog, completions=gateway.offers_completions, on_list_changed=list_changed, viewer=viewer
+        gateway.current_catalog, completions=gateway.offers_completions, on_list_changed=list_changed
     )
     peer = RpcPeer(
         stream,
@@ -149,11 +235,17 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, viewer: Rules
                 due = anyio.Event()
                 await peer.notify("notifications/prompts/list_changed")
 
+    async def stop_when_asked() -> None:
+        if stopping is not None:
+            await stopping.wait()
+            peer.stop_receiving()
+
     gateway.hub.add(session)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(deliver)
-            await peer.run()
+            tg.start_soon(stop_when_asked)
+            await peer.run(drain_s=gateway.config.gateway.shutdown_grace_s)
             tg.cancel_scope.cancel()
     finally:
         session.close()
@@ -170,17 +262,14 @@ class _EmbeddedServer(uvicorn.Server):
 
 def http_frontend(gateway: Gateway) -> HttpFrontend:
     """The HTTP front end wired to this gateway's catalog, hub and per-token policies."""
-    config = gateway.config
-    sep = config.gateway.namespace_separator
-    viewers = {t.name: _rules(t.policy.allow, t.policy.deny, sep) for t in config.server.tokens}
     list_changed = encode(Notification("notifications/prompts/list_changed"))
 
     def new_session(principal: str | None, session_id: str, push: Push) -> ClientSession:
         session = ClientSession(
-            gateway.catalog,
+            gateway.current_catalog,
             completions=gateway.offers_completions,
             on_list_changed=lambda: push(list_changed, "list_changed"),
-            viewer=viewers.get(principal) if principal is not None else None,
+            viewer=gateway.viewer_for(principal),
             session_id=session_id[:8],
             on_close=lambda: gateway.hub.discard(session),
         )
@@ -188,10 +277,10 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
         return session
 
     return HttpFrontend(
-        config.server,
+        gateway.config.server,
         new_session,
-        max_message_bytes=config.gateway.max_message_bytes,
-        max_in_flight=config.gateway.max_requests_per_session,
+        max_message_bytes=gateway.config.gateway.max_message_bytes,
+        max_in_flight=gateway.config.gateway.max_requests_per_session,
     )
 
 
@@ -220,20 +309,18 @@ def ensure_safe_exposure(config: Config) -> None:
         )
 
 
-async def serve_http(gateway: Gateway, *, grace_s: int = 5) -> None:
-    """Serve MCP over HTTP until cancelled; then end every session's stream and stop uvicorn."""
+async def serve_http(gateway: Gateway, *, stopping: anyio.Event | None = None) -> None:
+    """Serve MCP over HTTP until ``stopping`` is set (or cancelled): then stop accepting, end every
+    session's stream, and give requests in flight the grace period to finish."""
     settings = gateway.config.server
     ensure_safe_exposure(gateway.config)
+    grace = gateway.config.gateway.shutdown_grace_s
     frontend = http_frontend(gateway)
     sock = listening_socket(settings.host, settings.port)
     uv_config = uvicorn.Config(
-        frontend.app(),
-        log_config=None,
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=grace_s,
-        server_header=False,
-    )
+        frontend.app(), log_config=None, access_log=False, lifespan="off",
+        timeout_graceful_shutdown=max(1, round(grace)), server_header=False,
+    )  # fmt: skip
     server = _EmbeddedServer(uv_config)
     stopped = anyio.Event()
 
@@ -249,12 +336,15 @@ async def serve_http(gateway: Gateway, *, grace_s: int = 5) -> None:
         tg.start_soon(frontend.run_housekeeping, tg)
         tg.start_soon(run_server)
         try:
-            await stopped.wait()
+            if stopping is None:
+                await stopped.wait()
+            else:
+                await stopping.wait()
         finally:
             with anyio.CancelScope(shield=True):
                 frontend.close_all()
                 server.should_exit = True
-                with anyio.move_on_after(grace_s + 1):
+                with anyio.move_on_after(grace + 1):
                     await stopped.wait()
             tg.cancel_scope.cancel()
             sock.close()

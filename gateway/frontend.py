@@ -40,7 +40,7 @@ _KNOWN_METHODS = frozenset().union(*_ALLOWED.values())
 class ClientSession:
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: Callable[[], Catalog],
         *,
         completions: Callable[[], bool],
         on_list_changed: Callable[[], None],
@@ -72,12 +72,12 @@ class ClientSession:
         if method == "initialize":
             return self._initialize(request.params or {})
         if method == "prompts/list":
-            return await self._catalog.list_prompts(request.params, viewer=self._viewer)
+            return await self._catalog().list_prompts(request.params, viewer=self._viewer)
         if method == "prompts/get":
-            return await self._catalog.get_prompt(request.params, viewer=self._viewer, notify=notify)
+            return await self._catalog().get_prompt(request.params, viewer=self._viewer, notify=notify)
         if not self._completions:
             raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
-        return await self._catalog.complete(request.params, viewer=self._viewer, notify=notify)
+        return await self._catalog().complete(request.params, viewer=self._viewer, notify=notify)
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         self.protocol_version = negotiate(params.get("protocolVersion"))

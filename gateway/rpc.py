@@ -147,6 +147,10 @@ class RpcPeer:
         self._answer_malformed = answer_malformed
         self._log = logger if logger is not None else log
         self._inbound = InboundRequests(on_request, max_in_flight=max_in_flight, logger=self._log)
+        self._receive_scope = anyio.CancelScope()
+        self._handling = 0  # requests whose answer is not yet written
+        self._all_answered = anyio.Event()
+        self._all_answered.set()
         self._ids = itertools.count(1)
         self._pending: dict[RequestId, _Pending] = {}
         self._closed = False
@@ -211,18 +215,26 @@ class RpcPeer:
 
     # ---- incoming ------------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Serve the stream until it ends; then every pending request fails with PeerClosed."""
+    async def run(self, *, drain_s: float = 0.0) -> None:
+        """Serve the stream until it ends or ``stop_receiving()``; requests already running then get up to
+        ``drain_s`` to answer. After that, every pending outgoing request fails with PeerClosed."""
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
                 try:
-                    await self._receive_loop()
+                    with self._receive_scope:
+                        await self._receive_loop()
+                    with anyio.move_on_after(drain_s):
+                        await self._all_answered.wait()
                 finally:
                     self._close()
                     tg.cancel_scope.cancel()
         finally:
             self._task_group = None
+
+    def stop_receiving(self) -> None:
+        """Take no new messages; requests in flight go on (graceful shutdown)."""
+        self._receive_scope.cancel()
 
     async def _receive_loop(self) -> None:
         while True:
@@ -302,13 +314,20 @@ class RpcPeer:
                 await self._send(admitted)
             return
         assert self._task_group is not None  # noqa: S101 - run() sets it before the loop starts
+        self._handling += 1
+        self._all_answered = anyio.Event() if self._all_answered.is_set() else self._all_answered
         self._task_group.start_soon(self._handle, request, admitted)
 
     async def _handle(self, request: Request, scope: anyio.CancelScope) -> None:
-        answer = await self._inbound.run(request, scope, self.notify)
-        if answer is not None:
-            with suppress(PeerClosed):
-                await self._send(answer)
+        try:
+            answer = await self._inbound.run(request, scope, self.notify)
+            if answer is not None:
+                with suppress(PeerClosed):
+                    await self._send(answer)
+        finally:
+            self._handling -= 1
+            if not self._handling:
+                self._all_answered.set()
 
     def _close(self) -> None:
         if self._closed:

@@ -26,7 +26,7 @@ def session(completions: bool = True) -> ClientSession:
     catalog = Catalog(
         [Mount(FakePromptSource.numbered("a", 2), prefix="a__")], codec=CursorCodec(b"k" * 32), generation="g"
     )
-    return ClientSession(catalog, completions=lambda: completions, on_list_changed=announced.append_one)
+    return ClientSession(lambda: catalog, completions=lambda: completions, on_list_changed=announced.append_one)
 
 
 INIT = Request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c"}})

@@ -7,10 +7,12 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import StdioServerParameters
 
@@ -102,31 +104,66 @@ async def http_upstream(module: str, transport: str, *, port: int = 0) -> AsyncI
             process.kill()
 
 
+@dataclass
+class RunningGateway:
+    url: str
+    process: Process
+    events: list[dict[str, Any]] = field(default_factory=list)
+    _arrived: anyio.Event = field(default_factory=anyio.Event)
+
+    def add(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        self._arrived.set()
+        self._arrived = anyio.Event()
+
+    async def wait_for_event(self, name: str, timeout: float = 30) -> dict[str, Any]:
+        """The first not yet consumed log event called ``name``, waiting for it if need be."""
+        with anyio.fail_after(timeout):
+            while True:
+                arrived = self._arrived
+                for event in self.events:
+                    if event.get("event") == name:
+                        self.events.remove(event)
+                        return event
+                await arrived.wait()
+
+
 @asynccontextmanager
-async def gateway_http(config: Path) -> AsyncIterator[str]:
-    """The gateway serving HTTP on an ephemeral port; yields its base URL. Its log is drained meanwhile."""
-    command = [*gateway_command(config, "serve"), "--log-level", "info"]
+async def running_gateway(config: Path, *extra: str) -> AsyncIterator[RunningGateway]:
+    """The gateway serving HTTP on an ephemeral port, its log events collected as they come."""
+    command = [*gateway_command(config, "serve"), "--log-level", "info", *extra]
     async with await anyio.open_process(command, cwd=ROOT) as process:
         assert process.stderr is not None
         lines = BufferedByteReceiveStream(process.stderr)
-        url = None
+        running: RunningGateway | None = None
         with anyio.fail_after(30):
-            while url is None:
+            while running is None:
                 event = json.loads(await lines.receive_until(b"\n", 1 << 20))
                 if event.get("event") == "http_listening":
-                    url = event["url"].rsplit("/", 1)[0]
+                    running = RunningGateway(event["url"].rsplit("/", 1)[0], process)
 
-        async def drain() -> None:
-            with suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        async def collect() -> None:
+            ended = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.IncompleteRead)
+            with suppress(*ended):
                 while True:
-                    await lines.receive()
+                    line = await lines.receive_until(b"\n", 1 << 20)
+                    with suppress(ValueError):
+                        running.add(json.loads(line))
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(drain)
+            tg.start_soon(collect)
             try:
-                yield url
+                yield running
             finally:
-                process.terminate()
+                if process.returncode is None:
+                    process.terminate()
                 with anyio.fail_after(20):
                     await process.wait()
                 tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def gateway_http(config: Path) -> AsyncIterator[str]:
+    """The gateway serving HTTP on an ephemeral port; yields its base URL."""
+    async with running_gateway(config) as running:
+        yield running.url

@@ -65,7 +65,7 @@ def get_prompt(request_id: Any, params: dict[str, Any]) -> None:
     elif name == "slow":
         event = waiting[request_id] = threading.Event()
         slow_ids.append(request_id)
-        if not event.wait(30):
+        if not event.wait(float((params.get("arguments") or {}).get("seconds", "30"))):
             reply(request_id, text("slow answer"))
     elif name == "garbage":
         send_raw(b"this is not json {")

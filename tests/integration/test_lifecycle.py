@@ -1,0 +1,150 @@
+"""Hot reload (SIGHUP and --watch) and graceful shutdown, driven by signals as an operator would."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import mcp.types as t
+import pytest
+from mcp import Client
+
+from tests.integration.helpers import ROOT, demo_upstream, gateway_command, running_gateway, sdk_upstream, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+HTTP = {"transport": "http", "port": 0}
+
+
+class Changes:
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    async def __call__(self, message: object) -> None:
+        if isinstance(message, t.PromptListChangedNotification):
+            self._event.set()
+
+    async def wait(self) -> None:
+        with anyio.fail_after(30):
+            await self._event.wait()
+        self._event = anyio.Event()
+
+
+def slow_upstream(**extra: Any) -> dict[str, Any]:
+    return {
+        "namespace": "bad",
+        "command": sys.executable,
+        "args": ["-m", "tests.servers.faulty"],
+        "cwd": str(ROOT),
+        **extra,
+    }
+
+
+async def names(client: Client) -> list[str]:
+    return [p.name for p in (await client.list_prompts()).prompts]
+
+
+async def test_sighup_applies_a_new_config_in_place_and_rejects_a_bad_one(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    write_config(path, [demo_upstream("writing", "writing"), demo_upstream("eng", "engineering")], server=HTTP)
+    changes = Changes()
+    async with (
+        running_gateway(path) as gw,
+        Client(f"{gw.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client,
+    ):
+        assert "eng__code_review" in await names(client)
+        write_config(
+            path,
+            [demo_upstream("writing", "writing"), sdk_upstream("dyn", "dynamic")],
+            server=HTTP,
+            policy={"deny": ["writing__translate"]},
+        )
+        gw.process.send_signal(signal.SIGHUP)
+        reloaded = await gw.wait_for_event("config_reloaded")
+        assert (reloaded["stopped"], reloaded["started"], reloaded["kept"]) == (["eng"], ["dyn"], ["writing"])
+        after = await names(client)
+        while "dyn__add" not in after:  # eng leaving and dyn arriving are announced as they happen
+            await changes.wait()
+            after = await names(client)
+        assert "writing__summarize" in after
+        assert not any(n.startswith("eng__") for n in after)
+        assert "writing__translate" not in after  # the new global policy applies to the kept upstream too
+
+        path.write_text("[[upstreams]]\nnamespace = 'bad name'\ncommand = 'x'\n")
+        gw.process.send_signal(signal.SIGHUP)
+        rejected = await gw.wait_for_event("reload_rejected")
+        assert "upstreams[0].namespace" in rejected["error"]
+        assert await names(client) == after  # the running config keeps serving
+
+
+async def test_watch_reloads_when_the_file_changes(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "c.toml", [demo_upstream("writing", "writing")], server=HTTP)
+    changes = Changes()
+    async with (
+        running_gateway(path, "--watch") as gw,
+        Client(f"{gw.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client,
+    ):
+        write_config(path, [demo_upstream("writing", "writing"), demo_upstream("eng", "engineering")], server=HTTP)
+        await gw.wait_for_event("config_reloaded")
+        while "eng__code_review" not in await names(client):
+            await changes.wait()
+
+
+async def test_sigterm_lets_requests_in_flight_finish_over_http(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "c.toml", [slow_upstream()], server=HTTP, gateway={"shutdown_grace_s": 20})
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
+    slow = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "prompts/get",
+        "params": {"name": "bad__slow", "arguments": {"seconds": "1.5"}},
+    }
+    async with running_gateway(path) as gw, httpx.AsyncClient(timeout=30) as http:
+        started = await http.post(f"{gw.url}/mcp", json=init, headers=headers)
+        headers["Mcp-Session-Id"] = started.headers["mcp-session-id"]
+        answers: list[dict[str, Any]] = []
+
+        async def slow_request() -> None:
+            answers.append((await http.post(f"{gw.url}/mcp", json=slow, headers=headers)).json())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow_request)
+            await anyio.sleep(0.3)  # let the request reach the upstream; there is no event for "in flight"
+            gw.process.send_signal(signal.SIGTERM)
+            await gw.wait_for_event("shutting_down")
+        assert answers[0]["result"]["messages"][0]["content"]["text"] == "slow answer"
+        with anyio.fail_after(30):
+            assert await gw.process.wait() == 0
+        with pytest.raises(httpx.ConnectError):
+            await http.post(f"{gw.url}/mcp", json=init, headers=headers)
+
+
+async def test_stdin_closing_lets_requests_in_flight_finish(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "c.toml", [slow_upstream()])
+    async with await anyio.open_process(gateway_command(path, "serve"), cwd=ROOT) as process:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        for line in (
+            b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+            b'"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}',
+            b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+            b'{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"bad__slow","arguments":{"seconds":"1"}}}',
+        ):
+            await process.stdin.send(line + b"\n")
+        await process.stdin.aclose()  # the client is done sending, but still reads
+        output = b""
+        with anyio.fail_after(30):
+            async for chunk in process.stdout:
+                output += chunk
+            assert await process.wait() == 0
+        answers = [line for line in output.splitlines() if b'"id":2' in line]
+        assert b"slow answer" in answers[0]
