@@ -145,13 +145,11 @@ class UpstreamConnector:
         if peer is None or not self.ready:
             raise UpstreamUnavailable(self.namespace, f"is not connected (state: {self.state})")
         try:
-            # A bounded number run at once; the rest wait for a slot within the same time budget.
-            with anyio.fail_after(self.settings.timeout_s):
-                await self._slots.acquire()
-        except TimeoutError as exc:
+            self._slots.acquire_nowait()  # over the bound: refuse now rather than queue without limit
+        except anyio.WouldBlock:
             raise UpstreamUnavailable(
                 self.namespace, f"is saturated ({self._max_in_flight} requests in flight)"
-            ) from exc
+            ) from None
         try:
             return await peer.request(method, params, timeout=self.settings.timeout_s)
         except RemoteError as exc:

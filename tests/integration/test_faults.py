@@ -161,3 +161,16 @@ async def test_progress_over_http_arrives_on_the_requests_own_stream(tmp_path: P
     async with gateway_http(config) as base, Client(f"{base}/mcp", mode="legacy", cache=None) as client:
         _, progress = await get_with_progress(client, "bad__progress")
         assert progress == [(1, 2), (2, 2)]
+
+
+async def test_a_saturated_upstream_answers_a_clean_error(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", [faulty(timeout_s=5)], gateway={"max_requests_per_upstream": 1})
+    async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+        await client.list_prompts()  # the routing index is built before the one slot is taken
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.get_prompt, "bad__slow", {"seconds": "1"})
+            await anyio.sleep(0.2)  # the slow request holds the only slot; there is no event for that
+            with pytest.raises(MCPError) as info:
+                await client.get_prompt("bad__ok")
+        assert info.value.error.code == -32603
+        assert info.value.error.message == "Upstream 'bad' is saturated (1 requests in flight)"

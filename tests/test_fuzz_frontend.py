@@ -1,0 +1,188 @@
+"""Hostile input at both front ends. Every request gets one well-formed answer, the gateway stays up,
+and another client's session is unaffected."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.catalog import Catalog, Mount
+from gateway.config import ServerSettings
+from gateway.cursor import CursorCodec
+from gateway.frontend import ClientSession
+from gateway.http_server import HttpFrontend, Push
+from gateway.rpc import RpcPeer
+from gateway.testing import FakePromptSource, memory_frame_pair
+
+METHODS = [
+    "initialize",
+    "ping",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "tools/list",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "",
+    "x" * 300,
+]
+scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=20)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+ids = (
+    st.integers(-(2**63), 2**63)
+    | st.text(max_size=12)
+    | st.none()
+    | st.booleans()
+    | st.floats(allow_nan=False)
+    | st.lists(st.integers(), max_size=2)
+)
+params = json_values | st.fixed_dictionaries(
+    {},
+    optional={
+        "name": json_values | st.sampled_from(["a__p00001", "a__nope", "A__P00001"]),
+        "arguments": json_values | st.dictionaries(st.text(max_size=5), json_values, max_size=3),
+        "cursor": json_values,
+        "ref": json_values | st.just({"type": "ref/prompt", "name": "a__p00001"}),
+        "argument": json_values,
+        "protocolVersion": json_values,
+        "requestId": ids,
+        "_meta": json_values,
+    },
+)
+messages = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.sampled_from(["2.0", "1.0", 2]) | json_values,
+        "id": ids,
+        "method": st.sampled_from(METHODS) | json_values,
+        "params": params,
+        "result": json_values,
+        "error": json_values,
+    },
+)
+frames = (
+    messages.map(lambda m: json.dumps(m).encode())
+    | st.lists(messages, min_size=1, max_size=4).map(lambda ms: json.dumps(ms).encode())
+    | json_values.map(lambda v: json.dumps(v).encode())
+    | st.binary(max_size=64).filter(lambda b: b"\n" not in b)
+    | st.integers(1, 3000).map(lambda depth: b"[" * depth + b"]" * depth)
+    | st.integers(1, 3000).map(lambda depth: b'{"a":' * depth + b"1" + b"}" * depth)
+)
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def catalog() -> Catalog:
+    return Catalog(
+        [Mount(FakePromptSource.numbered("a", 30), prefix="a__")], codec=CursorCodec(b"k" * 32), generation="g"
+    )
+
+
+def well_formed(answer: Any) -> bool:
+    if not isinstance(answer, dict) or answer.get("jsonrpc") != "2.0" or "id" not in answer:
+        return False
+    if "result" in answer:
+        return isinstance(answer["result"], dict) and "error" not in answer
+    error = answer.get("error")
+    return isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str)
+
+
+def identifiable_request_ids(frame: bytes) -> set[Any]:
+    """Ids the gateway must answer: requests that are well-formed enough to carry a usable id."""
+    try:
+        decoded = json.loads(frame)
+    except (ValueError, RecursionError):
+        return set()
+    found = set()
+    for message in decoded if isinstance(decoded, list) else [decoded]:
+        if isinstance(message, dict) and message.get("jsonrpc") == "2.0" and isinstance(message.get("method"), str):
+            request_id = message.get("id")
+            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+                found.add(request_id)
+    return found
+
+
+INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz"}}
+
+
+@FUZZ
+@given(frames)
+def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: bytes) -> None:
+    async def run() -> None:
+        ours, theirs = memory_frame_pair()
+        session = ClientSession(catalog, completions=lambda: True, on_list_changed=lambda: None)
+        peer = RpcPeer(
+            ours, on_request=session.handle_request, on_notification=session.handle_notification, answer_malformed=True
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer.run)
+            await theirs.send(
+                json.dumps({"jsonrpc": "2.0", "id": "init-probe", "method": "initialize", "params": INIT}).encode()
+            )
+            assert json.loads(await theirs.receive())["id"] == "init-probe"
+            await theirs.send(frame)
+            await theirs.send(b'{"jsonrpc":"2.0","id":"alive-probe","method":"ping"}')
+            expected = identifiable_request_ids(frame) - {"init-probe", "alive-probe"}
+            seen: set[Any] = set()
+            with anyio.fail_after(10):
+                while "alive-probe" not in seen or not expected <= seen:
+                    received = json.loads(await theirs.receive())
+                    for answer in received if isinstance(received, list) else [received]:
+                        if answer.get("method") == "notifications/prompts/list_changed":
+                            continue
+                        assert well_formed(answer), answer
+                        seen.add(answer["id"])
+            tg.cancel_scope.cancel()
+        await ours.aclose()
+        await theirs.aclose()
+
+    anyio.run(run)
+
+
+def http_app() -> tuple[Any, list[ClientSession]]:
+    sessions: list[ClientSession] = []
+
+    def factory(principal: str | None, session_id: str, push: Push) -> ClientSession:
+        session = ClientSession(catalog, completions=lambda: True, on_list_changed=lambda: None)
+        sessions.append(session)
+        return session
+
+    frontend = HttpFrontend(ServerSettings(transport="http"), factory, max_message_bytes=64 * 1024)
+    return frontend.app(), sessions
+
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", "Host": "127.0.0.1:1"}
+
+
+@FUZZ
+@given(st.lists(frames, min_size=1, max_size=3))
+def test_http_front_end_answers_everything_and_other_sessions_are_unaffected(bodies: list[bytes]) -> None:
+    async def run() -> None:
+        app, _ = http_app()
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:1") as http:
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
+            victim = (await http.post("/mcp", json=init, headers=HEADERS)).headers["mcp-session-id"]
+            bystander = (await http.post("/mcp", json=init, headers=HEADERS)).headers["mcp-session-id"]
+            for body in bodies:
+                response = await http.post("/mcp", content=body, headers={**HEADERS, "Mcp-Session-Id": victim})
+                assert response.status_code in (200, 202, 400, 404, 413), response.status_code
+                if response.content:
+                    answer = response.json()
+                    for item in answer if isinstance(answer, list) else [answer]:
+                        assert well_formed(item), item
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}
+            for session_id in (victim, bystander):
+                answer = await http.post("/mcp", json=listing, headers={**HEADERS, "Mcp-Session-Id": session_id})
+                assert answer.status_code == 200
+                assert len(answer.json()["result"]["prompts"]) == 10
+
+    anyio.run(run)
