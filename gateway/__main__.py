@@ -18,6 +18,7 @@ from gateway import __version__
 from gateway.app import Gateway, ensure_safe_exposure, run_gateway, serve_http, serve_stream
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError, UpstreamError
+from gateway.importer import import_client_config
 from gateway.observability import configure_logging
 from gateway.transports.stdio import open_own_stdio
 
@@ -29,6 +30,21 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="prompt-gateway", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    importer = commands.add_parser(
+        "import",
+        help="turn a client's mcpServers JSON into a gateway config",
+        description="Print a gateway TOML config made from a Claude Desktop / Cursor (mcpServers) or VS Code "
+        "(servers) JSON file.",
+    )
+    importer.add_argument(
+        "--from",
+        dest="source",
+        choices=["claude-desktop", "cursor", "vscode"],
+        default="claude-desktop",
+        help="the format of FILE (they share one shape)",
+    )
+    importer.add_argument("file", help="the client's JSON config")
+    importer.add_argument("--output", "-o", help="write here instead of stdout (refuses to overwrite)")
     for name, text in (
         ("serve", "serve the unified prompt list to MCP clients"),
         ("check", "validate the config, start every upstream, print their state, exit non-zero on failure"),
@@ -159,8 +175,25 @@ async def _list(gateway_config: Config, as_json: bool) -> int:
     return EXIT_UPSTREAM_FAILED if failed else EXIT_OK
 
 
+def _import(args: argparse.Namespace) -> int:
+    try:
+        with open(args.file, encoding="utf-8") as source:
+            output = import_client_config(source.read())
+        if args.output:
+            with open(args.output, "x", encoding="utf-8") as target:
+                target.write(output)
+        else:
+            sys.stdout.write(output)
+    except (ConfigError, OSError) as exc:
+        print(f"prompt-gateway: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "import":
+        return _import(args)
     configure_logging(args.log_level)
     try:
         config = load_config(args.config)

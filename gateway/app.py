@@ -25,6 +25,7 @@ from gateway.cursor import CursorCodec
 from gateway.errors import ConfigError
 from gateway.frontend import ClientSession, Hub
 from gateway.http_server import HttpFrontend, Push
+from gateway.metrics import Metrics
 from gateway.policy import Rules
 from gateway.progress import ProgressRelay
 from gateway.protocol.jsonrpc import Notification, encode
@@ -38,9 +39,10 @@ log = structlog.get_logger("gateway.app")
 class _Debouncer:
     """Turns a burst of upstream changes into one fan-out after ``delay_s`` of quiet gathering."""
 
-    def __init__(self, delay_s: float, hub: Hub) -> None:
+    def __init__(self, delay_s: float, hub: Hub, metrics: Metrics) -> None:
         self.delay_s = delay_s
         self._hub = hub
+        self._metrics = metrics
         self._due = anyio.Event()
 
     def poke(self) -> None:
@@ -58,6 +60,7 @@ class _Debouncer:
                 continue  # forgotten while gathering
             self._due = anyio.Event()
             sessions = self._hub.broadcast_list_changed()
+            self._metrics.list_changed.inc(sessions)
             log.info("list_changed_broadcast", sessions=sessions)
 
 
@@ -78,10 +81,12 @@ class Gateway:
         self.hub = Hub()
         self._tg = task_group
         self._progress = ProgressRelay()
-        self._debouncer = _Debouncer(config.gateway.list_changed_debounce_s, self.hub)
+        self.metrics = Metrics()
+        self._debouncer = _Debouncer(config.gateway.list_changed_debounce_s, self.hub, self.metrics)
         self._running: dict[str, _Running] = {}
         self._secret = self._secret_for(config, None)
         self.catalog = self._build_catalog(config)
+        self.metrics.watch(lambda: self.connectors, lambda: len(self.hub))
 
     # ---- what the front ends use --------------------------------------------------------------
 
@@ -215,7 +220,10 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
         due.set()
 
     session = ClientSession(
-        gateway.current_catalog, completions=gateway.offers_completions, on_list_changed=list_changed
+        gateway.current_catalog,
+        completions=gateway.offers_completions,
+        on_list_changed=list_changed,
+        metrics=gateway.metrics,
     )
     peer = RpcPeer(
         stream,
@@ -272,6 +280,7 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
             viewer=gateway.viewer_for(principal),
             session_id=session_id[:8],
             on_close=lambda: gateway.hub.discard(session),
+            metrics=gateway.metrics,
         )
         gateway.hub.add(session)
         return session
@@ -318,7 +327,8 @@ async def serve_http(gateway: Gateway, *, stopping: anyio.Event | None = None) -
     frontend = http_frontend(gateway)
     sock = listening_socket(settings.host, settings.port)
     uv_config = uvicorn.Config(
-        frontend.app(), log_config=None, access_log=False, lifespan="off",
+        frontend.app(gateway.metrics.routes(lambda: gateway.connectors)),
+        log_config=None, access_log=False, lifespan="off",
         timeout_graceful_shutdown=max(1, round(grace)), server_header=False,
     )  # fmt: skip
     server = _EmbeddedServer(uv_config)

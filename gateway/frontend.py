@@ -20,6 +20,7 @@ import structlog
 from gateway import __version__
 from gateway.catalog import Catalog
 from gateway.errors import InvalidRequest, MethodNotFound
+from gateway.metrics import Metrics
 from gateway.policy import Rules
 from gateway.protocol.jsonrpc import Notification, Request
 from gateway.protocol.versions import negotiate
@@ -47,6 +48,7 @@ class ClientSession:
         viewer: Rules | None = None,
         session_id: str | None = None,
         on_close: Callable[[], None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._catalog = catalog
         self._offers_completions = completions
@@ -57,9 +59,16 @@ class ClientSession:
         self.client_info: dict[str, Any] = {}
         self._on_list_changed = on_list_changed
         self._on_close = on_close
+        self._metrics = metrics
         self.log = structlog.get_logger("gateway.session").bind(session=session_id)
 
     async def handle_request(self, request: Request, notify: Notify) -> dict[str, Any]:
+        if self._metrics is None:
+            return await self._handle(request, notify)
+        with self._metrics.observe(request.method if request.method in _KNOWN_METHODS else "other"):
+            return await self._handle(request, notify)
+
+    async def _handle(self, request: Request, notify: Notify) -> dict[str, Any]:
         method = request.method
         if method not in _ALLOWED[self.state]:
             if method == "initialize":

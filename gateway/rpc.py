@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import structlog
+import structlog.contextvars
 from anyio.abc import TaskGroup
 
 from gateway.errors import INTERNAL_ERROR, GatewayError, InvalidRequest, MethodNotFound
@@ -104,7 +105,7 @@ class InboundRequests:
     async def run(self, request: Request, scope: anyio.CancelScope, notify: Notify) -> Response | ErrorResponse | None:
         """The answer to an admitted request; None when the peer cancelled it (it expects no answer)."""
         try:
-            with scope:
+            with scope, structlog.contextvars.bound_contextvars(request_id=request.id, method=request.method):
                 return await self._answer(request, notify)
             return None
         finally:

@@ -1,0 +1,112 @@
+"""Prometheus metrics, health and readiness for the HTTP front end.
+
+Counters and histograms are updated where things happen (requests, list_changed fan-outs); upstream
+states, restarts and session counts are read from the gateway when scraped, so they cannot drift.
+Each gateway has its own registry: two gateways in one process (tests) never mix their numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+STATES = ("starting", "ready", "backing-off", "failed", "stopped")
+
+
+class UpstreamView(Protocol):
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def restarts(self) -> int: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "prompt_gateway_requests_total",
+            "Client requests by method and outcome",
+            ["method", "outcome"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "prompt_gateway_request_seconds",
+            "Client request latency by method",
+            ["method"],
+            registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+        )
+        self.list_changed = Counter(
+            "prompt_gateway_list_changed_sent_total",
+            "list_changed notifications fanned out to client sessions",
+            registry=self.registry,
+        )
+
+    @contextmanager
+    def observe(self, method: str) -> Iterator[None]:
+        """Count and time one request; the outcome is ``ok`` or the JSON-RPC error code."""
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            yield
+        except Exception as exc:
+            outcome = str(getattr(exc, "code", "-32603"))
+            raise
+        finally:
+            self.requests.labels(method, outcome).inc()
+            self.latency.labels(method).observe(time.perf_counter() - started)
+
+    def watch(self, upstreams: Callable[[], Sequence[UpstreamView]], sessions: Callable[[], int]) -> None:
+        self.registry.register(_GatewayCollector(upstreams, sessions))
+
+    def routes(self, upstreams: Callable[[], Sequence[UpstreamView]]) -> list[Route]:
+        async def healthz(request: HttpRequest) -> Response:
+            return JSONResponse({"status": "ok"})
+
+        async def readyz(request: HttpRequest) -> Response:
+            states = {u.namespace: u.state for u in upstreams()}
+            ready = any(u.ready for u in upstreams())
+            return JSONResponse({"ready": ready, "upstreams": states}, status_code=200 if ready else 503)
+
+        async def metrics(request: HttpRequest) -> Response:
+            return Response(generate_latest(self.registry), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+        return [Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics)]
+
+
+class _GatewayCollector(Collector):
+    def __init__(self, upstreams: Callable[[], Sequence[UpstreamView]], sessions: Callable[[], int]) -> None:
+        self._upstreams = upstreams
+        self._sessions = sessions
+
+    def collect(self) -> Iterator[Any]:
+        up = GaugeMetricFamily("prompt_gateway_upstream_up", "1 when the upstream is ready", labels=["upstream"])
+        state = GaugeMetricFamily(
+            "prompt_gateway_upstream_state",
+            "The upstream's state (1 for the current one)",
+            labels=["upstream", "state"],
+        )
+        restarts = CounterMetricFamily("prompt_gateway_upstream_restarts", "Upstream reconnects", labels=["upstream"])
+        for upstream in self._upstreams():
+            up.add_metric([upstream.namespace], 1.0 if upstream.ready else 0.0)
+            for name in STATES:
+                state.add_metric([upstream.namespace, name], 1.0 if upstream.state == name else 0.0)
+            restarts.add_metric([upstream.namespace], float(upstream.restarts))
+        yield from (up, state, restarts)
+        yield GaugeMetricFamily("prompt_gateway_sessions", "Connected client sessions", value=float(self._sessions()))
