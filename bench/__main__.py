@@ -1,0 +1,395 @@
+"""Run the benchmarks: ``python -m bench [--quick] [--out bench/results.json]``.
+
+Everything is measured in one run, side by side, with the same upstream (an official-SDK server):
+direct to it, through this gateway, and through FastMCP's proxy. Prints a table, writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from bench.clients import http_client, load, stdio_client
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+UPSTREAM = [PY, "-m", "bench.upstream"]
+
+
+def toml(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
+
+
+def gateway_config(path: Path, upstreams: dict[str, dict[str, Any]], *, http: bool, **gateway: Any) -> Path:
+    lines = ["[gateway]"] + [f"{k} = {toml(v)}" for k, v in gateway.items()]
+    lines += ["[server]", 'transport = "http"' if http else 'transport = "stdio"', "port = 0"]
+    for name, spec in upstreams.items():
+        lines += ["[[upstreams]]", f"namespace = {toml(name)}"] + [f"{k} = {toml(v)}" for k, v in spec.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def stdio_upstream(**env: str) -> dict[str, Any]:
+    return {"command": PY, "args": ["-m", "bench.upstream"], "cwd": str(ROOT), "env": env, "timeout_s": 60}
+
+
+@asynccontextmanager
+async def spawn(command: list[str], env: dict[str, str] | None = None) -> AsyncIterator[Process]:
+    full_env = {**os.environ, **(env or {})}
+    async with await anyio.open_process(command, cwd=ROOT, env=full_env) as process:
+        try:
+            yield process
+        finally:
+            process.terminate()
+            with anyio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+
+
+async def first_line(process: Process, stream: str = "stdout") -> bytes:
+    source = process.stdout if stream == "stdout" else process.stderr
+    assert source is not None
+    with anyio.fail_after(120):
+        return await BufferedByteReceiveStream(source).receive_until(b"\n", 1 << 20)
+
+
+@asynccontextmanager
+async def http_gateway(config: Path) -> AsyncIterator[tuple[str, Process]]:
+    async with spawn([PY, "-m", "gateway", "serve", "--config", str(config), "--log-level", "info"]) as process:
+        assert process.stderr is not None
+        lines = BufferedByteReceiveStream(process.stderr)
+        with anyio.fail_after(120):
+            while True:
+                event = json.loads(await lines.receive_until(b"\n", 1 << 20))
+                if event.get("event") == "http_listening":
+                    break
+
+        async def drain() -> None:
+            try:
+                while True:
+                    await lines.receive()
+            except Exception:
+                return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain)
+            yield event["url"], process
+            tg.cancel_scope.cancel()
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+# ---- 1. prompts/get latency and throughput ------------------------------------------------------------
+
+
+async def bench_gets(quick: bool) -> list[dict[str, Any]]:
+    total = 300 if quick else 3000
+    rows: list[dict[str, Any]] = []
+    fastmcp_spec = json.dumps({"up": {"command": PY, "args": ["-m", "bench.upstream"], "cwd": str(ROOT)}})
+    with tempfile.TemporaryDirectory() as tmp:
+        config = gateway_config(Path(tmp) / "g.toml", {"up": stdio_upstream()}, http=False)
+        stdio_targets = {
+            "direct": ([*UPSTREAM], "p00001"),
+            "gateway": ([PY, "-m", "gateway", "serve", "--config", str(config), "--log-level", "error"], "up__p00001"),
+            "fastmcp": ([PY, "-m", "bench.fastmcp_proxy", "stdio", fastmcp_spec], "up_p00001"),
+        }
+        for concurrency in (1, 16, 64):
+            for target, (command, name) in stdio_targets.items():
+                async with stdio_client(command, {"PYTHONPATH": str(ROOT)}) as client:
+                    rows.append(
+                        {
+                            "transport": "stdio",
+                            "target": target,
+                            "concurrency": concurrency,
+                            **await load(client, name, concurrency=concurrency, total=total),
+                        }
+                    )
+        async with spawn([*UPSTREAM], {"SERVE": "http"}) as upstream:
+            url = f"http://127.0.0.1:{int(await first_line(upstream))}/mcp"
+            http_config = gateway_config(
+                Path(tmp) / "h.toml", {"up": {"transport": "streamable-http", "url": url}}, http=True
+            )
+            proxy_spec = json.dumps({"up": {"url": url, "transport": "http"}})
+            async with (
+                http_gateway(http_config) as (gateway_url, _),
+                spawn([PY, "-m", "bench.fastmcp_proxy", "http", proxy_spec]) as proxy,
+            ):
+                proxy_url = f"http://127.0.0.1:{int(await first_line(proxy))}/mcp"
+                await wait_http(proxy_url)
+                http_targets = {
+                    "direct": (url, "p00001"),
+                    "gateway": (gateway_url, "up__p00001"),
+                    "fastmcp": (proxy_url, "up_p00001"),
+                }
+                for concurrency in (1, 16, 64):
+                    for target, (target_url, name) in http_targets.items():
+                        async with http_client(target_url) as client:
+                            rows.append(
+                                {
+                                    "transport": "http",
+                                    "target": target,
+                                    "concurrency": concurrency,
+                                    **await load(client, name, concurrency=concurrency, total=total // 2),
+                                }
+                            )
+    return rows
+
+
+async def wait_http(url: str) -> None:
+    """A freshly started server: retry the connection until it accepts (it prints its port first)."""
+    async with httpx.AsyncClient() as http:
+        with anyio.fail_after(60):
+            while True:
+                try:
+                    await http.get(url)
+                    return
+                except httpx.TransportError:
+                    await anyio.sleep(0.1)
+
+
+# ---- 2. listing fan-out and the listing cache ---------------------------------------------------------
+
+
+async def bench_listing(quick: bool) -> dict[str, Any]:
+    delay_ms = 50
+    with tempfile.TemporaryDirectory() as tmp:
+        slow = {f"u{i}": stdio_upstream(PROMPTS="10", DELAY_MS=str(delay_ms)) for i in range(10)}
+        config = gateway_config(Path(tmp) / "slow.toml", slow, http=False)
+        async with stdio_client([PY, "-m", "gateway", "serve", "--config", str(config), "--log-level", "error"]) as c:
+            started = time.perf_counter()
+            listing = await c.request("prompts/list", None)
+            fan_out_ms = (time.perf_counter() - started) * 1000
+            assert len(listing["prompts"]) == 120, len(listing["prompts"])
+        fastmcp_spec = json.dumps(
+            {
+                name: {
+                    "command": PY,
+                    "args": ["-m", "bench.upstream"],
+                    "cwd": str(ROOT),
+                    "env": {"PROMPTS": "10", "DELAY_MS": str(delay_ms)},
+                }
+                for name in slow
+            }
+        )
+        async with stdio_client(
+            [PY, "-m", "bench.fastmcp_proxy", "stdio", fastmcp_spec], {"PYTHONPATH": str(ROOT)}
+        ) as c:
+            started = time.perf_counter()
+            await c.request("prompts/list", None)
+            fastmcp_ms = (time.perf_counter() - started) * 1000
+
+        big = {f"b{i}": stdio_upstream(PROMPTS="1000", PAGE="100") for i in range(5)}
+        config = gateway_config(Path(tmp) / "big.toml", big, http=False, page_size=500)
+        async with stdio_client([PY, "-m", "gateway", "serve", "--config", str(config), "--log-level", "error"]) as c:
+            first_ms, count = await full_listing(c)
+            before = [await calls(c, name) for name in big]
+            cached_ms, cached_count = await full_listing(c)
+            after = [await calls(c, name) for name in big]
+    return {
+        "delay_ms": delay_ms,
+        "fan_out_10_upstreams_ms": fan_out_ms,
+        "fan_out_ratio_to_one_delay": fan_out_ms / delay_ms,
+        "fastmcp_10_upstreams_ms": fastmcp_ms,
+        "full_listing_prompts": count,
+        "full_listing_first_ms": first_ms,
+        "full_listing_cached_ms": cached_ms,
+        "upstream_list_calls_during_cached_listing": sum(after) - sum(before),
+        "cached_listing_complete": cached_count == count,
+    }
+
+
+async def full_listing(client: Any) -> tuple[float, int]:
+    started, count, params = time.perf_counter(), 0, None
+    while True:
+        page = await client.request("prompts/list", params)
+        count += len(page["prompts"])
+        if "nextCursor" not in page:
+            return (time.perf_counter() - started) * 1000, count
+        params = {"cursor": page["nextCursor"]}
+
+
+async def calls(client: Any, namespace: str) -> int:
+    result = await client.request("prompts/get", {"name": f"{namespace}__calls"})
+    return int(result["messages"][0]["content"]["text"])
+
+
+# ---- 3. list_changed fan-out to HTTP sessions, and memory per session --------------------------------
+
+
+async def bench_sessions(quick: bool) -> dict[str, Any]:
+    sessions = 100 if quick else 1000
+    with tempfile.TemporaryDirectory() as tmp:
+        config = gateway_config(Path(tmp) / "s.toml", {"up": stdio_upstream()}, http=True, list_changed_debounce_s=0.01)
+        async with http_gateway(config) as (url, process):
+            port = int(url.rsplit(":", 1)[1].split("/")[0])
+            base_rss = rss_kib(process.pid)
+            ids = await open_sessions(url, sessions)
+            streams = [await open_stream(port, session_id) for session_id in ids]
+            for stream in streams:
+                await read_until(stream, b"\r\n\r\n")  # response headers: the stream is open
+            loaded_rss = rss_kib(process.pid)
+            async with http_client(url) as trigger:
+                received = 0
+                done = anyio.Event()
+
+                async def wait_one(stream: Any) -> None:
+                    nonlocal received
+                    await read_until(stream, b"list_changed")
+                    received += 1
+                    if received == len(streams):
+                        done.set()
+
+                async with anyio.create_task_group() as tg:
+                    for stream in streams:
+                        tg.start_soon(wait_one, stream)
+                    started = time.perf_counter()
+                    await trigger.request("prompts/get", {"name": "up__touch"})
+                    with anyio.fail_after(60):
+                        await done.wait()
+                    fan_out_ms = (time.perf_counter() - started) * 1000
+            for stream in streams:
+                await stream.aclose()
+    return {
+        "sessions": sessions,
+        "list_changed_fan_out_ms": fan_out_ms,
+        "debounce_ms": 10,
+        "rss_per_session_kib": (loaded_rss - base_rss) / sessions,
+    }
+
+
+async def open_sessions(url: str, count: int) -> list[str]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench"}},
+    }
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=32)) as http:
+        ids = []
+        for _ in range(count):
+            response = await http.post(url, json=body, headers=headers)
+            session_id = response.headers["mcp-session-id"]
+            await http.post(
+                url,
+                json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                headers={**headers, "Mcp-Session-Id": session_id},
+            )
+            ids.append(session_id)
+        return ids
+
+
+async def open_stream(port: int, session_id: str) -> Any:
+    stream = BufferedByteReceiveStream(await anyio.connect_tcp("127.0.0.1", port))
+    request = (
+        f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n"
+        f"Mcp-Session-Id: {session_id}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+    )
+    await stream.receive_stream.send(request.encode())  # type: ignore[attr-defined]
+    return stream
+
+
+async def read_until(stream: Any, marker: bytes) -> None:
+    await stream.receive_until(marker, 1 << 20)
+
+
+# ---- 4. start-up with 20 upstreams --------------------------------------------------------------------
+
+
+async def bench_startup(quick: bool) -> dict[str, Any]:
+    count = 5 if quick else 20
+    with tempfile.TemporaryDirectory() as tmp:
+        config = gateway_config(Path(tmp) / "u.toml", {f"u{i}": stdio_upstream() for i in range(count)}, http=True)
+        started = time.perf_counter()
+        async with http_gateway(config) as (url, _):
+            ready_s = time.perf_counter() - started
+            async with http_client(url) as client:
+                listed = len((await client.request("prompts/list", None))["prompts"])
+    return {"upstreams": count, "startup_to_all_ready_s": ready_s, "prompts_listed": listed}
+
+
+# ---- report -------------------------------------------------------------------------------------------
+
+
+def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
+    def rps(transport: str, target: str, concurrency: int) -> float:
+        return next(
+            r["rps"]
+            for r in rows
+            if (r["transport"], r["target"], r["concurrency"]) == (transport, target, concurrency)
+        )
+
+    def p50(transport: str, target: str) -> float:
+        return next(
+            r["p50_ms"] for r in rows if (r["transport"], r["target"], r["concurrency"]) == (transport, target, 1)
+        )
+
+    out = {}
+    for transport in ("stdio", "http"):
+        out[f"{transport}_gateway_vs_direct_rps_at_16"] = rps(transport, "gateway", 16) / rps(transport, "direct", 16)
+        out[f"{transport}_gateway_vs_fastmcp_rps_at_16"] = rps(transport, "gateway", 16) / rps(transport, "fastmcp", 16)
+        out[f"{transport}_added_p50_ms"] = p50(transport, "gateway") - p50(transport, "direct")
+    return out
+
+
+def print_report(results: dict[str, Any]) -> None:
+    print(f"\n{'transport':9} {'target':8} {'conc':>4} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>9}")
+    for row in results["gets"]:
+        print(
+            f"{row['transport']:9} {row['target']:8} {row['concurrency']:>4} {row['p50_ms']:>8.2f} "
+            f"{row['p99_ms']:>8.2f} {row['rps']:>9.0f}"
+        )
+    for section in ("ratios", "listing", "sessions", "startup"):
+        print(f"\n{section}:")
+        for key, value in results[section].items():
+            print(f"  {key:45} {value:.3f}" if isinstance(value, float) else f"  {key:45} {value}")
+
+
+async def main_async(quick: bool) -> dict[str, Any]:
+    gets = await bench_gets(quick)
+    return {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "quick": quick},
+        "gets": gets,
+        "ratios": ratios(gets),
+        "listing": await bench_listing(quick),
+        "sessions": await bench_sessions(quick),
+        "startup": await bench_startup(quick),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run (CI)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
+    args = parser.parse_args()
+    os.environ["PYTHONPATH"] = str(ROOT)
+    results = anyio.run(main_async, args.quick)
+    print_report(results)
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwritten to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
