@@ -104,7 +104,7 @@ def rss_kib(pid: int) -> int:
 # ---- 1. prompts/get latency and throughput ------------------------------------------------------------
 
 
-async def bench_gets(quick: bool) -> list[dict[str, Any]]:
+async def bench_gets(quick: bool, transports: set[str]) -> list[dict[str, Any]]:
     total = 300 if quick else 3000
     rows: list[dict[str, Any]] = []
     fastmcp_spec = json.dumps({"up": {"command": PY, "args": ["-m", "bench.upstream"], "cwd": str(ROOT)}})
@@ -115,7 +115,7 @@ async def bench_gets(quick: bool) -> list[dict[str, Any]]:
             "gateway": ([PY, "-m", "gateway", "serve", "--config", str(config), "--log-level", "error"], "up__p00001"),
             "fastmcp": ([PY, "-m", "bench.fastmcp_proxy", "stdio", fastmcp_spec], "up_p00001"),
         }
-        for concurrency in (1, 16, 64):
+        for concurrency in (1, 16, 64) if "stdio" in transports else ():
             for target, (command, name) in stdio_targets.items():
                 async with stdio_client(command, {"PYTHONPATH": str(ROOT)}) as client:
                     rows.append(
@@ -126,6 +126,8 @@ async def bench_gets(quick: bool) -> list[dict[str, Any]]:
                             **await load(client, name, concurrency=concurrency, total=total),
                         }
                     )
+        if "http" not in transports:
+            return rows
         async with spawn([*UPSTREAM], {"SERVE": "http"}) as upstream:
             url = f"http://127.0.0.1:{int(await first_line(upstream))}/mcp"
             http_config = gateway_config(
@@ -356,36 +358,46 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def print_report(results: dict[str, Any]) -> None:
     print(f"\n{'transport':9} {'target':8} {'conc':>4} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>9}")
-    for row in results["gets"]:
+    for row in results.get("gets", ()):
         print(
             f"{row['transport']:9} {row['target']:8} {row['concurrency']:>4} {row['p50_ms']:>8.2f} "
             f"{row['p99_ms']:>8.2f} {row['rps']:>9.0f}"
         )
     for section in ("ratios", "listing", "sessions", "startup"):
+        if section not in results:
+            continue
         print(f"\n{section}:")
         for key, value in results[section].items():
             print(f"  {key:45} {value:.3f}" if isinstance(value, float) else f"  {key:45} {value}")
 
 
-async def main_async(quick: bool) -> dict[str, Any]:
-    gets = await bench_gets(quick)
-    return {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "quick": quick},
-        "gets": gets,
-        "ratios": ratios(gets),
-        "listing": await bench_listing(quick),
-        "sessions": await bench_sessions(quick),
-        "startup": await bench_startup(quick),
-    }
+SECTIONS = ("gets", "listing", "sessions", "startup")
+
+
+async def main_async(quick: bool, only: set[str], transports: set[str]) -> dict[str, Any]:
+    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "quick": quick}}
+    if "gets" in only:
+        results["gets"] = await bench_gets(quick, transports)
+        if transports == {"stdio", "http"}:
+            results["ratios"] = ratios(results["gets"])
+    if "listing" in only:
+        results["listing"] = await bench_listing(quick)
+    if "sessions" in only:
+        results["sessions"] = await bench_sessions(quick)
+    if "startup" in only:
+        results["startup"] = await bench_startup(quick)
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a short smoke run (CI)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
+    parser.add_argument("--only", action="append", choices=SECTIONS, help="run only these sections (repeatable)")
+    parser.add_argument("--transport", action="append", choices=["stdio", "http"], help="prompts/get transports")
     args = parser.parse_args()
     os.environ["PYTHONPATH"] = str(ROOT)
-    results = anyio.run(main_async, args.quick)
+    results = anyio.run(main_async, args.quick, set(args.only or SECTIONS), set(args.transport or ["stdio", "http"]))
     print_report(results)
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwritten to {args.out}")

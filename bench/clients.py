@@ -72,14 +72,16 @@ async def http_client(url: str) -> AsyncIterator[Client]:
         yield _Http()
 
 
-async def load(client: Client, name: str, *, concurrency: int, total: int) -> dict[str, float]:
-    """``total`` prompts/get calls, ``concurrency`` at a time: p50/p99 latency (ms) and throughput (req/s)."""
+async def load(client: Client, name: str, *, concurrency: int, total: int, budget_s: float = 15) -> dict[str, float]:
+    """``total`` prompts/get calls (or as many as ``budget_s`` allows), ``concurrency`` at a time:
+    p50/p99 latency (ms) and throughput (req/s)."""
     latencies: list[float] = []
     remaining = total
+    deadline = time.perf_counter() + budget_s
 
     async def worker() -> None:
         nonlocal remaining
-        while remaining > 0:
+        while remaining > 0 and time.perf_counter() < deadline:
             remaining -= 1
             started = time.perf_counter()
             await client.request("prompts/get", {"name": name, "arguments": {"topic": "benchmarks"}})
@@ -88,6 +90,7 @@ async def load(client: Client, name: str, *, concurrency: int, total: int) -> di
     for _ in range(max(1, total // 20)):  # warm-up: caches, JIT-free paths, connection pools
         await client.request("prompts/get", {"name": name, "arguments": {"topic": "warm-up"}})
     started = time.perf_counter()
+    deadline = started + budget_s
     async with anyio.create_task_group() as tg:
         for _ in range(concurrency):
             tg.start_soon(worker)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -164,10 +165,66 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+class _PolledReceiveStream(ByteReceiveStream):
+    """Reads a pipe or socket when the event loop says it is readable: no thread hop per message."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        await anyio.wait_readable(self._fd)
+        try:
+            chunk = os.read(self._fd, max_bytes)  # readable: returns what is there without blocking
+        except BlockingIOError:
+            return await self.receive(max_bytes)
+        except OSError:
+            raise anyio.EndOfStream from None
+        if not chunk:
+            raise anyio.EndOfStream
+        return chunk
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _PolledSendStream(ByteSendStream):
+    """Writes a pipe or socket in non-blocking mode, waiting on the event loop when it is full."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._was_blocking = os.get_blocking(fd)
+        os.set_blocking(fd, False)  # the write end of our stdout pipe is ours alone
+
+    async def send(self, item: bytes) -> None:
+        view = memoryview(item)
+        while view:
+            try:
+                view = view[os.write(self._fd, view) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self._fd)
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+
+    async def aclose(self) -> None:
+        with suppress(OSError):
+            os.set_blocking(self._fd, self._was_blocking)
+
+
+def _pollable(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def open_own_stdio(*, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> NewlineFramedStream:
-    """The gateway's own stdin/stdout as a frame stream (front end in stdio mode)."""
-    return NewlineFramedStream(
-        _FdReceiveStream(sys.stdin.fileno()),
-        _FdSendStream(sys.stdout.fileno()),
-        max_message_bytes=max_message_bytes,
-    )
+    """The gateway's own stdin/stdout as a frame stream (front end in stdio mode).
+
+    Pipes and sockets (how MCP clients launch servers) are polled by the event loop; anything else
+    (a terminal, a regular file) is read and written on a thread, which works for every kind of file.
+    """
+    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    receive: ByteReceiveStream = _PolledReceiveStream(stdin) if _pollable(stdin) else _FdReceiveStream(stdin)
+    send: ByteSendStream = _PolledSendStream(stdout) if _pollable(stdout) else _FdSendStream(stdout)
+    return NewlineFramedStream(receive, send, max_message_bytes=max_message_bytes)
