@@ -105,7 +105,7 @@ def rss_kib(pid: int) -> int:
 
 
 async def bench_gets(quick: bool, transports: set[str]) -> list[dict[str, Any]]:
-    total = 300 if quick else 3000
+    total, budget = (200, 2.0) if quick else (3000, 15.0)
     rows: list[dict[str, Any]] = []
     fastmcp_spec = json.dumps({"up": {"command": PY, "args": ["-m", "bench.upstream"], "cwd": str(ROOT)}})
     with tempfile.TemporaryDirectory() as tmp:
@@ -123,7 +123,7 @@ async def bench_gets(quick: bool, transports: set[str]) -> list[dict[str, Any]]:
                             "transport": "stdio",
                             "target": target,
                             "concurrency": concurrency,
-                            **await load(client, name, concurrency=concurrency, total=total),
+                            **await load(client, name, concurrency=concurrency, total=total, budget_s=budget),
                         }
                     )
         if "http" not in transports:
@@ -153,7 +153,9 @@ async def bench_gets(quick: bool, transports: set[str]) -> list[dict[str, Any]]:
                                     "transport": "http",
                                     "target": target,
                                     "concurrency": concurrency,
-                                    **await load(client, name, concurrency=concurrency, total=total // 2),
+                                    **await load(
+                                        client, name, concurrency=concurrency, total=total // 2, budget_s=budget
+                                    ),
                                 }
                             )
     return rows

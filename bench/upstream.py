@@ -74,7 +74,7 @@ def main() -> None:
     if os.environ.get("SERVE", "stdio") == "stdio":
         anyio.run(serve_stdio)
         return
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY on accept
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
     print(sock.getsockname()[1], flush=True)

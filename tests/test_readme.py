@@ -32,6 +32,7 @@ NOT_RUN_HERE = {
     "pip install -e '.[test]' && pytest": "the test command itself: .ci/run runs exactly this line",
     "docker build": "needs a Docker daemon and base images; .ci/run lints the Dockerfile with hadolint",
     "docker run": "needs a Docker daemon",
+    "pip install -e '.[bench]' && python -m bench": "a full run takes minutes; .ci/run runs python -m bench --quick",
 }
 
 

@@ -27,3 +27,14 @@ def test_backoff_gives_up_after_max_attempts() -> None:
 
 def test_urls_are_logged_without_credentials() -> None:
     assert _without_credentials("https://user:pw@host:8443/mcp?token=x") == "https://host:8443/mcp"
+
+
+def test_the_http_listening_socket_is_tcp_so_asyncio_disables_nagle() -> None:
+    """asyncio sets TCP_NODELAY on accepted connections only for a socket created as IPPROTO_TCP; without it
+    every HTTP response waited ~40 ms for a delayed ACK (found by the benchmarks)."""
+    import socket
+
+    from gateway.app import listening_socket
+
+    with listening_socket("127.0.0.1", 0) as sock:
+        assert sock.proto == socket.IPPROTO_TCP

@@ -39,7 +39,7 @@ def main() -> None:
     port = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     server: Server = importlib.import_module(f"tests.servers.{module}").server
     app = server.streamable_http_app(streamable_http_path="/mcp") if transport == "streamable-http" else sse_app(server)
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY on accept
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(128)
