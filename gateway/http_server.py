@@ -284,13 +284,9 @@ class HttpFrontend:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return _plain(415, "Unsupported Media Type: Content-Type must be application/json")
-        body = await _read_body(request, self._max_message_bytes)
-        if body is None:
-            return _plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes")
-        try:
-            message = decode(body)
-        except ClientError as exc:
-            return JSONResponse(_error_body(exc, request_id_of(exc)), status_code=400)
+        message = await self._read_message(request)
+        if isinstance(message, Response):
+            return message
         if isinstance(message, Request) and message.method == "initialize":
             return await self._initialize(message, principal)
         session = self._lookup(request, principal, request.headers.get("mcp-session-id"))
@@ -305,6 +301,16 @@ class HttpFrontend:
         if isinstance(message, Batch):
             return Response(dumps(answers), media_type="application/json")
         return Response(dumps(answers[0]), media_type="application/json")
+
+    async def _read_message(self, request: HttpRequest) -> Message | Batch | Response:
+        """The body as JSON-RPC, or the HTTP answer refusing it (413 over the size bound, 400 unparseable)."""
+        body = await _read_body(request, self._max_message_bytes)
+        if body is None:
+            return _plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes")
+        try:
+            return decode(body)
+        except ClientError as exc:
+            return JSONResponse(_error_body(exc, request_id_of(exc)), status_code=400)
 
     async def _initialize(self, message: Request, principal: str | None) -> Response:
         session = self._new_session(principal, legacy=False)
@@ -441,13 +447,9 @@ class HttpFrontend:
             return session
         if not session.legacy:
             return _plain(400, "Bad Request: not a legacy HTTP+SSE session")
-        body = await _read_body(request, self._max_message_bytes)
-        if body is None:
-            return _plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes")
-        try:
-            message = decode(body)
-        except ClientError as exc:
-            return JSONResponse(_error_body(exc, request_id_of(exc)), status_code=400)
+        message = await self._read_message(request)
+        if isinstance(message, Response):
+            return message
         if self._task_group is None:
             return _plain(503, "Service Unavailable: shutting down")
         self._task_group.start_soon(self._legacy_serve, session, message)
@@ -466,7 +468,3 @@ class HttpFrontend:
 def _wants_progress(request: Request) -> bool:
     meta = (request.params or {}).get("_meta")
     return isinstance(meta, dict) and "progressToken" in meta
-
-
-def notification_frame(method: str, params: dict[str, Any] | None = None) -> bytes:
-    return encode(Notification(method, params))
