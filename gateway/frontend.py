@@ -1,8 +1,9 @@
 """The MCP server side: one ``ClientSession`` per connected client, and the ``Hub`` that fans
 ``notifications/prompts/list_changed`` out to every initialized session.
 
-A session is transport-agnostic: a front end (stdio now, HTTP later) feeds it requests through an
-``RpcPeer`` and gives it a way to send notifications. Session states live in ``_ALLOWED``:
+A session is transport-agnostic: a front end (stdio through an ``RpcPeer``, HTTP through
+``http_server``) feeds it requests, with a ``notify`` for each, and a non-blocking callback that
+announces list changes. Session states live in ``_ALLOWED``:
 
     new ──initialize──► initializing ──notifications/initialized──► ready ──► closed
 
