@@ -12,11 +12,30 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp.types as t
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import StdioServerParameters
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+class ListChangedWatcher:
+    """An SDK ``message_handler`` that counts ``notifications/prompts/list_changed`` and lets a test await the next."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._changed = anyio.Event()
+
+    async def __call__(self, message: object) -> None:
+        if isinstance(message, t.PromptListChangedNotification):
+            self.count += 1
+            self._changed.set()
+
+    async def wait(self, timeout: float = 20) -> None:
+        with anyio.fail_after(timeout):
+            await self._changed.wait()
+        self._changed = anyio.Event()
 
 
 def sdk_upstream(namespace: str, module: str, **extra: Any) -> dict[str, Any]:

@@ -13,7 +13,14 @@ import mcp.types as t
 import pytest
 from mcp import Client, MCPError
 
-from tests.integration.helpers import ROOT, demo_upstream, gateway_http, gateway_params, write_config
+from tests.integration.helpers import (
+    ROOT,
+    ListChangedWatcher,
+    demo_upstream,
+    gateway_http,
+    gateway_params,
+    write_config,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -29,32 +36,13 @@ def faulty(namespace: str = "bad", **extra: Any) -> dict[str, Any]:
     }
 
 
-class Messages:
-    def __init__(self) -> None:
-        self.progress: list[t.ProgressNotificationParams] = []
-        self.list_changed = 0
-        self._changed = anyio.Event()
-
-    async def __call__(self, message: object) -> None:
-        if isinstance(message, t.ProgressNotification):
-            self.progress.append(message.params)
-        elif isinstance(message, t.PromptListChangedNotification):
-            self.list_changed += 1
-            self._changed.set()
-
-    async def next_list_changed(self) -> None:
-        with anyio.fail_after(20):
-            await self._changed.wait()
-        self._changed = anyio.Event()
+@pytest.fixture
+async def messages() -> ListChangedWatcher:
+    return ListChangedWatcher()
 
 
 @pytest.fixture
-async def messages() -> Messages:
-    return Messages()
-
-
-@pytest.fixture
-async def client(tmp_path: Path, messages: Messages) -> AsyncIterator[Client]:
+async def client(tmp_path: Path, messages: ListChangedWatcher) -> AsyncIterator[Client]:
     config = write_config(
         tmp_path / "c.toml",
         [demo_upstream("writing", "writing"), faulty()],
@@ -89,13 +77,13 @@ async def test_a_misbehaving_upstream_is_contained(client: Client, prompt: str, 
 
 
 async def test_a_crash_mid_request_fails_at_once_and_the_upstream_comes_back(
-    client: Client, messages: Messages
+    client: Client, messages: ListChangedWatcher
 ) -> None:
     started = anyio.current_time()
     await expect_upstream_error(client, "bad__crash", "Upstream 'bad'")
     assert anyio.current_time() - started < 2  # not the 2 s timeout: the dead peer fails its requests at once
     while True:
-        await messages.next_list_changed()
+        await messages.wait()
         names = [p.name for p in (await client.list_prompts()).prompts]
         if "bad__ok" in names:
             break
@@ -133,11 +121,11 @@ async def test_cancellation_reaches_the_upstream_under_its_own_request_id(client
     assert status["cancelled"] == status["slow"]  # the upstream-side id, which the client never knew
 
 
-async def test_a_list_changed_storm_is_absorbed(client: Client, messages: Messages) -> None:
+async def test_a_list_changed_storm_is_absorbed(client: Client, messages: ListChangedWatcher) -> None:
     await client.get_prompt("bad__storm", {"count": "1000"})
-    await messages.next_list_changed()
+    await messages.wait()
     await client.get_prompt("writing__summarize", {"text": "after the storm"})
-    assert messages.list_changed < 20
+    assert messages.count < 20
 
 
 async def test_listing_leaves_out_an_upstream_that_fails_or_is_slow(tmp_path: Path) -> None:

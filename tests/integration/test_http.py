@@ -23,7 +23,15 @@ from mcp import Client, MCPError
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.integration.helpers import ROOT, demo_upstream, gateway_http, http_upstream, sdk_upstream, write_config
+from tests.integration.helpers import (
+    ROOT,
+    ListChangedWatcher,
+    demo_upstream,
+    gateway_http,
+    http_upstream,
+    sdk_upstream,
+    write_config,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -37,22 +45,6 @@ INIT = {
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
 }
 JSON_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-class ListChanged:
-    def __init__(self) -> None:
-        self.count = 0
-        self._event = anyio.Event()
-
-    async def __call__(self, message: object) -> None:
-        if isinstance(message, t.PromptListChangedNotification):
-            self.count += 1
-            self._event.set()
-
-    async def wait(self, timeout: float = 20) -> None:
-        with anyio.fail_after(timeout):
-            await self._event.wait()
-        self._event = anyio.Event()
 
 
 @asynccontextmanager
@@ -138,7 +130,7 @@ async def test_list_changed_reaches_fifty_concurrent_http_sessions(tmp_path: Pat
         tmp_path / "c.toml", [sdk_upstream("dyn", "dynamic")], server=HTTP, gateway={"list_changed_debounce_s": 0.05}
     )
     async with gateway_http(config) as base, AsyncExitStack() as stack:
-        watchers = [ListChanged() for _ in range(50)]
+        watchers = [ListChangedWatcher() for _ in range(50)]
         clients = [
             await stack.enter_async_context(Client(f"{base}/mcp", mode="legacy", cache=None, message_handler=w))
             for w in watchers
@@ -314,7 +306,7 @@ async def test_an_upstream_http_session_lost_to_a_restart_is_re_initialized(tmp_
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "tests.servers.http_serve", "dynamic", "streamable-http", str(port)]
-    changes = ListChanged()
+    changes = ListChangedWatcher()
     config = write_config(
         tmp_path / "c.toml",
         [

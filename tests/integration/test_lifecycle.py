@@ -9,28 +9,21 @@ from typing import Any
 
 import anyio
 import httpx
-import mcp.types as t
 import pytest
 from mcp import Client
 
-from tests.integration.helpers import ROOT, demo_upstream, gateway_command, running_gateway, sdk_upstream, write_config
+from tests.integration.helpers import (
+    ROOT,
+    ListChangedWatcher,
+    demo_upstream,
+    gateway_command,
+    running_gateway,
+    sdk_upstream,
+    write_config,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 HTTP = {"transport": "http", "port": 0}
-
-
-class Changes:
-    def __init__(self) -> None:
-        self._event = anyio.Event()
-
-    async def __call__(self, message: object) -> None:
-        if isinstance(message, t.PromptListChangedNotification):
-            self._event.set()
-
-    async def wait(self) -> None:
-        with anyio.fail_after(30):
-            await self._event.wait()
-        self._event = anyio.Event()
 
 
 def slow_upstream(**extra: Any) -> dict[str, Any]:
@@ -50,7 +43,7 @@ async def names(client: Client) -> list[str]:
 async def test_sighup_applies_a_new_config_in_place_and_rejects_a_bad_one(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     write_config(path, [demo_upstream("writing", "writing"), demo_upstream("eng", "engineering")], server=HTTP)
-    changes = Changes()
+    changes = ListChangedWatcher()
     async with (
         running_gateway(path) as gw,
         Client(f"{gw.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client,
@@ -67,7 +60,7 @@ async def test_sighup_applies_a_new_config_in_place_and_rejects_a_bad_one(tmp_pa
         assert (reloaded["stopped"], reloaded["started"], reloaded["kept"]) == (["eng"], ["dyn"], ["writing"])
         after = await names(client)
         while "dyn__add" not in after:  # eng leaving and dyn arriving are announced as they happen
-            await changes.wait()
+            await changes.wait(30)
             after = await names(client)
         assert "writing__summarize" in after
         assert not any(n.startswith("eng__") for n in after)
@@ -82,7 +75,7 @@ async def test_sighup_applies_a_new_config_in_place_and_rejects_a_bad_one(tmp_pa
 
 async def test_watch_reloads_when_the_file_changes(tmp_path: Path) -> None:
     path = write_config(tmp_path / "c.toml", [demo_upstream("writing", "writing")], server=HTTP)
-    changes = Changes()
+    changes = ListChangedWatcher()
     async with (
         running_gateway(path, "--watch") as gw,
         Client(f"{gw.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client,
@@ -90,7 +83,7 @@ async def test_watch_reloads_when_the_file_changes(tmp_path: Path) -> None:
         write_config(path, [demo_upstream("writing", "writing"), demo_upstream("eng", "engineering")], server=HTTP)
         await gw.wait_for_event("config_reloaded")
         while "eng__code_review" not in await names(client):
-            await changes.wait()
+            await changes.wait(30)
 
 
 async def test_sigterm_lets_requests_in_flight_finish_over_http(tmp_path: Path) -> None:

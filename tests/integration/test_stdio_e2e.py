@@ -12,25 +12,9 @@ import mcp.types as t
 import pytest
 from mcp import Client, MCPError
 
-from tests.integration.helpers import gateway_params, process_gone, sdk_upstream, write_config
+from tests.integration.helpers import ListChangedWatcher, gateway_params, process_gone, sdk_upstream, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-
-class Notifications:
-    def __init__(self) -> None:
-        self.list_changed = 0
-        self._changed = anyio.Event()
-
-    async def __call__(self, message: object) -> None:
-        if isinstance(message, t.PromptListChangedNotification):
-            self.list_changed += 1
-            self._changed.set()
-
-    async def next_list_changed(self) -> None:
-        with anyio.fail_after(10):
-            await self._changed.wait()
-        self._changed = anyio.Event()
 
 
 @pytest.fixture
@@ -48,12 +32,12 @@ def config(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def notifications() -> Notifications:
-    return Notifications()
+async def notifications() -> ListChangedWatcher:
+    return ListChangedWatcher()
 
 
 @pytest.fixture
-async def client(config: Path, notifications: Notifications) -> AsyncIterator[Client]:
+async def client(config: Path, notifications: ListChangedWatcher) -> AsyncIterator[Client]:
     async with Client(gateway_params(config), mode="legacy", cache=None, message_handler=notifications) as client:
         yield client
 
@@ -172,25 +156,25 @@ async def test_forged_cursor_is_invalid_params(client: Client) -> None:
 
 
 async def test_list_changed_reaches_the_client_and_the_new_prompt_is_listed(
-    client: Client, notifications: Notifications
+    client: Client, notifications: ListChangedWatcher
 ) -> None:
     assert "dyn__fresh" not in [p.name for p in await list_everything(client)]
     await client.get_prompt("dyn__add", {"name": "fresh"})
-    await notifications.next_list_changed()
+    await notifications.wait(10)
     assert "dyn__fresh" in [p.name for p in await list_everything(client)]
     result = await client.get_prompt("dyn__fresh")
     assert result.messages[0].content == t.TextContent(type="text", text="this is fresh")
 
 
-async def test_a_burst_of_list_changed_is_debounced(client: Client, notifications: Notifications) -> None:
+async def test_a_burst_of_list_changed_is_debounced(client: Client, notifications: ListChangedWatcher) -> None:
     await client.get_prompt("dyn__storm", {"count": "100"})
-    await notifications.next_list_changed()
+    await notifications.wait(10)
     # One more change after the burst: once it has arrived, every broadcast the burst caused has too.
     await client.get_prompt("dyn__add", {"name": "after_storm"})
     while "dyn__after_storm" not in [p.name for p in await list_everything(client)]:
-        await notifications.next_list_changed()
-    await notifications.next_list_changed()
-    assert 2 <= notifications.list_changed <= 6
+        await notifications.wait(10)
+    await notifications.wait(10)
+    assert 2 <= notifications.count <= 6
 
 
 async def test_upstreams_end_with_the_gateway(config: Path) -> None:
@@ -205,11 +189,13 @@ async def test_upstreams_end_with_the_gateway(config: Path) -> None:
             await anyio.sleep(0.05)
 
 
-async def test_a_crashed_upstream_leaves_the_list_and_comes_back(client: Client, notifications: Notifications) -> None:
+async def test_a_crashed_upstream_leaves_the_list_and_comes_back(
+    client: Client, notifications: ListChangedWatcher
+) -> None:
     content = (await client.get_prompt("dyn__pid")).messages[0].content
     assert isinstance(content, t.TextContent)
     os.kill(int(content.text), signal.SIGKILL)
-    await notifications.next_list_changed()
+    await notifications.wait(10)
     names = [p.name for p in await list_everything(client)]  # the restart waits >= 0.25 s of backoff
     assert "dyn__pid" not in names
     assert "comp__weather" in names  # the others are unaffected
@@ -218,4 +204,4 @@ async def test_a_crashed_upstream_leaves_the_list_and_comes_back(client: Client,
     assert info.value.error.code == -32603
     assert "Upstream 'dyn'" in info.value.error.message
     while "dyn__pid" not in [p.name for p in await list_everything(client)]:
-        await notifications.next_list_changed()
+        await notifications.wait(10)
