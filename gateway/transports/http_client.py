@@ -59,9 +59,13 @@ def _frames_of(data: bytes) -> list[bytes]:
 
 
 class _HttpStream:
-    """The receive side shared by both transports: a bounded queue of frames."""
+    """What both transports share: each frame sent is its own POST (run concurrently in the stream's task
+    group), and frames received wait in a bounded queue."""
 
-    def __init__(self, max_message_bytes: int) -> None:
+    def __init__(self, client: httpx.AsyncClient, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
+        self._client = client
+        self._url = url  # where frames are POSTed
+        self._tg = task_group
         self._max = max_message_bytes
         self._in: MemoryObjectSendStream[bytes]
         self._out: MemoryObjectReceiveStream[bytes]
@@ -74,6 +78,12 @@ class _HttpStream:
                 continue
             with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 await self._in.send(frame)
+
+    async def send(self, frame: bytes) -> None:
+        self._tg.start_soon(self._post, frame)
+
+    async def _post(self, frame: bytes) -> None:
+        raise NotImplementedError
 
     def _end(self) -> None:
         self._in.close()
@@ -91,10 +101,7 @@ class _HttpStream:
 
 class StreamableHttpStream(_HttpStream):
     def __init__(self, client: httpx.AsyncClient, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
-        super().__init__(max_message_bytes)
-        self._client = client
-        self._url = url
-        self._tg = task_group
+        super().__init__(client, url, task_group, max_message_bytes)
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._listening = False
@@ -109,9 +116,6 @@ class StreamableHttpStream(_HttpStream):
         if self.protocol_version is not None:
             headers["MCP-Protocol-Version"] = self.protocol_version
         return headers
-
-    async def send(self, frame: bytes) -> None:
-        self._tg.start_soon(self._post, frame)
 
     async def _post(self, frame: bytes) -> None:
         request_id = _request_id(frame)
@@ -249,21 +253,10 @@ async def open_streamable_http(
 
 
 class LegacySseStream(_HttpStream):
-    def __init__(self, client: httpx.AsyncClient, endpoint: str, task_group: TaskGroup, max_message_bytes: int) -> None:
-        super().__init__(max_message_bytes)
-        self._client = client
-        self._endpoint = endpoint
-        self._tg = task_group
-
-    async def send(self, frame: bytes) -> None:
-        self._tg.start_soon(self._post, frame)
-
     async def _post(self, frame: bytes) -> None:
         request_id = _request_id(frame)
         try:
-            response = await self._client.post(
-                self._endpoint, content=frame, headers={"Content-Type": "application/json"}
-            )
+            response = await self._client.post(self._url, content=frame, headers={"Content-Type": "application/json"})
             failed = response.status_code >= 300
             reason = f"answered HTTP {response.status_code}"
         except httpx.HTTPError as exc:
