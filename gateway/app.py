@@ -85,6 +85,7 @@ class Gateway:
         self._debouncer = _Debouncer(config.gateway.list_changed_debounce_s, self.hub, self.metrics)
         self._running: dict[str, _Running] = {}
         self._secret = self._secret_for(config, None)
+        self._viewers = self._token_rules(config)
         self.catalog = self._build_catalog(config)
         self.metrics.watch(lambda: self.connectors, lambda: len(self.hub))
 
@@ -101,10 +102,13 @@ class Gateway:
         return self.catalog
 
     def viewer_for(self, principal: str | None) -> Rules | None:
-        for token in self.config.server.tokens:
-            if token.name == principal:
-                return _rules(token.policy.allow, token.policy.deny, self.config.gateway.namespace_separator)
-        return None
+        return self._viewers.get(principal) if principal is not None else None
+
+    @staticmethod
+    def _token_rules(config: Config) -> dict[str, Rules]:
+        """Each token's policy, compiled once per config rather than once per session."""
+        sep = config.gateway.namespace_separator
+        return {t.name: _rules(t.policy.allow, t.policy.deny, sep) for t in config.server.tokens}
 
     # ---- lifetime -----------------------------------------------------------------------------
 
@@ -183,6 +187,7 @@ class Gateway:
         self.config = new
         self._secret = self._secret_for(new, self._secret)
         self._debouncer.delay_s = new.gateway.list_changed_debounce_s
+        self._viewers = self._token_rules(new)
         self.catalog = self._build_catalog(new)
         log.info(
             "config_reloaded",
