@@ -13,6 +13,7 @@ import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import structlog
@@ -23,13 +24,13 @@ from gateway.catalog import Catalog, Mount
 from gateway.config import Config, HttpUpstream, StdioUpstream
 from gateway.cursor import CursorCodec
 from gateway.errors import ConfigError
-from gateway.frontend import ClientSession, Hub
+from gateway.frontend import ClientSession, Hub, PromptService
 from gateway.http_server import HttpFrontend, Push
 from gateway.metrics import Metrics
 from gateway.policy import Rules
 from gateway.progress import ProgressRelay
-from gateway.protocol.jsonrpc import Notification, encode
-from gateway.rpc import PeerClosed, RpcPeer
+from gateway.protocol.jsonrpc import Notification, Request, encode
+from gateway.rpc import Notify, PeerClosed, RpcPeer
 from gateway.transports.base import MessageStream
 from gateway.upstream import Backoff, UpstreamConnector
 
@@ -87,6 +88,9 @@ class Gateway:
         self._secret = self._secret_for(config, None)
         self._viewers = self._token_rules(config)
         self.catalog = self._build_catalog(config)
+        self.service = PromptService(
+            self.current_catalog, completions=self.offers_completions, hub=self.hub, metrics=self.metrics
+        )
         self.metrics.watch(lambda: self.connectors, lambda: len(self.hub))
 
     # ---- what the front ends use --------------------------------------------------------------
@@ -172,6 +176,7 @@ class Gateway:
             page_size=settings.page_size,
             on_upstream_error=settings.on_upstream_error,
             progress=self._progress,
+            ttl_ms=round(settings.list_ttl_s * 1000),
         )
 
     async def reload(self, new: Config) -> None:
@@ -224,12 +229,7 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
     def list_changed() -> None:
         due.set()
 
-    session = ClientSession(
-        gateway.current_catalog,
-        completions=gateway.offers_completions,
-        on_list_changed=list_changed,
-        metrics=gateway.metrics,
-    )
+    session = ClientSession(gateway.service, on_list_changed=list_changed)
     peer = RpcPeer(
         stream,
         on_request=session.handle_request,
@@ -251,6 +251,7 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
     async def stop_when_asked() -> None:
         if stopping is not None:
             await stopping.wait()
+            gateway.hub.close_subscriptions()  # listen streams answer their request: a graceful end
             peer.stop_receiving()
 
     gateway.hub.add(session)
@@ -279,20 +280,22 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
 
     def new_session(principal: str | None, session_id: str, push: Push) -> ClientSession:
         session = ClientSession(
-            gateway.current_catalog,
-            completions=gateway.offers_completions,
+            gateway.service,
             on_list_changed=lambda: push(list_changed, "list_changed"),
             viewer=gateway.viewer_for(principal),
             session_id=session_id[:8],
             on_close=lambda: gateway.hub.discard(session),
-            metrics=gateway.metrics,
         )
         gateway.hub.add(session)
         return session
 
+    async def stateless(request: Request, notify: Notify, principal: str | None) -> dict[str, Any]:
+        return await gateway.service.modern(request, notify, viewer=gateway.viewer_for(principal))
+
     return HttpFrontend(
         gateway.config.server,
         new_session,
+        stateless=stateless,
         max_message_bytes=gateway.config.gateway.max_message_bytes,
         max_in_flight=gateway.config.gateway.max_requests_per_session,
     )
@@ -359,6 +362,7 @@ async def serve_http(gateway: Gateway, *, stopping: anyio.Event | None = None) -
                 await stopping.wait()
         finally:
             with anyio.CancelScope(shield=True):
+                gateway.hub.close_subscriptions()  # listen streams answer their request, then close
                 frontend.close_all()
                 server.should_exit = True
                 with anyio.move_on_after(grace + 1):

@@ -6,8 +6,10 @@ merges their pages in config order under one composite cursor (see ``cursor.py``
 and ``completion/complete`` are routed by *exact* name: a request is forwarded only for a name the
 upstream itself listed and policy lets through, so no spelling trick reaches a hidden prompt.
 
-Pages are cached per upstream and cursor when the upstream announces list changes; ``invalidate()``
-(called on its list_changed, connect or disconnect) drops that upstream's cache and name index.
+Pages are cached per upstream and cursor when the upstream announces list changes (until
+``invalidate()``, called on its list_changed, connect or disconnect) or gives the page a ``ttlMs``
+(until then). A merged page is as fresh as its least fresh part: its ``ttlMs`` is the smallest of
+what its upstream pages have left, and an upstream that never announces changes makes it 0.
 No I/O happens here other than through ``PromptSource.request``, so it is tested with in-memory fakes.
 """
 
@@ -32,6 +34,7 @@ from gateway.errors import (
     UpstreamProtocolError,
     UpstreamRejected,
     UpstreamUnavailable,
+    UpstreamUnsupported,
 )
 from gateway.policy import ALLOW_ALL, Rules
 from gateway.progress import ProgressRelay
@@ -40,6 +43,7 @@ from gateway.protocol.models import (
     CompleteResult,
     GetPromptParams,
     GetPromptResult,
+    InputRequiredResult,
     ListParams,
     ListPromptsResult,
     PromptRef,
@@ -102,6 +106,13 @@ class Mount:
 class Page:
     prompts: tuple[dict[str, Any], ...]
     next_cursor: str | None
+    ttl_ms: int | None = None  # the upstream's freshness hint (2026-07-28 upstreams give one)
+    private: bool = False
+    fetched_at: float = field(default_factory=time.monotonic)
+
+    def fresh_ms(self, now: float) -> float:
+        assert self.ttl_ms is not None  # noqa: S101 - callers ask only pages that carry a hint
+        return max(0.0, self.ttl_ms - (now - self.fetched_at) * 1000)
 
 
 @dataclass
@@ -162,6 +173,7 @@ class Catalog:
         page_size: int | None = None,
         on_upstream_error: Literal["skip", "fail"] = "skip",
         progress: ProgressRelay | None = None,
+        ttl_ms: int = 60_000,
     ) -> None:
         self.mounts = tuple(mounts)
         self._codec = codec
@@ -170,6 +182,7 @@ class Catalog:
         self._page_size = page_size
         self._on_upstream_error = on_upstream_error
         self._progress = progress or ProgressRelay()
+        self.ttl_ms = ttl_ms  # how long a listing stays fresh when every upstream announces its changes
         self._states = [_MountState() for _ in self.mounts]
         self._by_namespace = {m.namespace: i for i, m in enumerate(self.mounts)}
         self._flights = _SingleFlight()
@@ -186,12 +199,13 @@ class Catalog:
     async def _page(self, i: int, cursor: str | None) -> Page:
         mount, state = self.mounts[i], self._states[i]
         cached = state.pages.get(cursor)
-        if cached is not None:
+        if cached is not None and (cached.ttl_ms is None or cached.fresh_ms(time.monotonic()) > 0):
             return cached
         epoch = state.epoch
         page = await self._flights.run((i, epoch, cursor), lambda: self._fetch_page(mount, cursor))
         state = self._states[i]
-        if mount.source.announces_list_changes and state.epoch == epoch:
+        cacheable = mount.source.announces_list_changes or (page.ttl_ms or 0) > 0
+        if cacheable and state.epoch == epoch:
             state.pages[cursor] = page
         return page
 
@@ -207,7 +221,9 @@ class Catalog:
             ) from exc
         if result.nextCursor is not None and len(result.nextCursor) > MAX_UPSTREAM_CURSOR_CHARS:
             raise UpstreamProtocolError(mount.namespace, f"sent a cursor over {MAX_UPSTREAM_CURSOR_CHARS} characters")
-        return Page(tuple(raw["prompts"]), result.nextCursor)
+        _check_result_type(mount, raw, "prompts/list")
+        ttl_ms = None if result.ttlMs is None else max(0, int(result.ttlMs))
+        return Page(tuple(raw["prompts"]), result.nextCursor, ttl_ms, result.cacheScope == "private")
 
     async def _index(self, i: int, *, refresh: bool = False) -> dict[str, dict[str, Any]]:
         """All of one upstream's prompts by their own names (first of a duplicated name wins)."""
@@ -299,11 +315,16 @@ class Catalog:
             position = self._codec.decode(cursor, generation=self._generation, upstream_count=len(self.mounts))
         prompts: list[dict[str, Any]] = []
         unavailable: list[str] = []
+        freshness = _Freshness(private=viewer is not None)
         for _ in range(MAX_EMPTY_ROUNDS):
-            position = await self._list_round(position, prompts, unavailable, viewer)
+            position = await self._list_round(position, prompts, unavailable, viewer, freshness)
             if prompts or position.finished:
                 break
-        result: dict[str, Any] = {"prompts": prompts}
+        result: dict[str, Any] = {
+            "prompts": prompts,
+            "ttlMs": int(min(freshness.ttls_ms, default=self.ttl_ms)),
+            "cacheScope": "private" if freshness.private else "public",
+        }
         if not position.finished:
             try:
                 result["nextCursor"] = self._codec.encode(position)
@@ -319,6 +340,7 @@ class Catalog:
         out: list[dict[str, Any]],
         unavailable: list[str],
         viewer: Rules | None,
+        freshness: _Freshness,
     ) -> ListingPosition:
         pages: dict[int, Page | UpstreamError] = {}
 
@@ -346,8 +368,10 @@ class Catalog:
                     raise page
                 log.warning("upstream_left_out_of_listing", upstream=self.mounts[i].namespace, error=page.message)
                 unavailable.append(self.mounts[i].namespace)
+                freshness.ttls_ms.append(0)  # ask again soon: it may be back
                 upstreams[i] = None  # a later page must not wait for it: it announces its return
                 continue
+            freshness.note(page, self.mounts[i].source.announces_list_changes, self.ttl_ms)
             consumed = at.offset
             while consumed < len(page.prompts) and room > 0:
                 prompt = page.prompts[consumed]
@@ -404,13 +428,34 @@ class Catalog:
         raise UnknownPrompt(public)
 
     async def get_prompt(
-        self, params: dict[str, Any] | None, *, viewer: Rules | None = None, notify: Notify | None = None
+        self,
+        params: dict[str, Any] | None,
+        *,
+        viewer: Rules | None = None,
+        notify: Notify | None = None,
+        input_required: bool = False,
     ) -> dict[str, Any]:
+        """``input_required``: whether the client can answer a multi round-trip request (2026-07-28);
+        an upstream's InputRequiredResult then passes through untouched, else it is a clear error."""
         request = parse_params(GetPromptParams, params)
         mount, local, entry = await self._resolve(request.name, viewer)
         _check_required_arguments(request.name, entry, request.arguments or {})
         with self._progress.route({**(params or {}), "name": local}, notify) as forwarded:
             raw = await mount.source.request("prompts/get", forwarded)
+        if _check_result_type(mount, raw, "prompts/get", input_required=True) == "input_required":
+            if not input_required:
+                raise UpstreamUnsupported(
+                    mount.namespace,
+                    "needs more input from the client to render this prompt (a multi round-trip request), "
+                    "which only 2026-07-28 clients can answer",
+                )
+            try:
+                InputRequiredResult.model_validate(raw)
+            except ValidationError as exc:
+                raise UpstreamProtocolError(
+                    mount.namespace, f"sent an invalid input_required result: {describe(exc)}"
+                ) from exc
+            return raw
         try:
             GetPromptResult.model_validate(raw)
         except ValidationError as exc:
@@ -438,6 +483,7 @@ class Catalog:
             if exc.code == -32601:  # a 2024-11-05 server without completion support
                 return empty
             raise
+        _check_result_type(mount, raw, "completion/complete")
         try:
             CompleteResult.model_validate(raw)
         except ValidationError as exc:
@@ -480,6 +526,29 @@ class Catalog:
                     if winner is not None:
                         found.append(Collision(public, winner, mount.namespace))
         return found
+
+
+@dataclass
+class _Freshness:
+    """What a merged listing page is made of, for its ``ttlMs`` and ``cacheScope``."""
+
+    private: bool
+    ttls_ms: list[float] = field(default_factory=list)
+
+    def note(self, page: Page, announces: bool, default_ms: int) -> None:
+        if page.ttl_ms is not None:
+            self.ttls_ms.append(page.fresh_ms(time.monotonic()))
+        else:
+            self.ttls_ms.append(default_ms if announces else 0)  # unannounced changes: always re-ask
+        self.private = self.private or page.private
+
+
+def _check_result_type(mount: Mount, raw: dict[str, Any], method: str, *, input_required: bool = False) -> str:
+    """A result's ``resultType`` (absent means complete: revisions before 2026-07-28 have none)."""
+    kind = raw.get("resultType", "complete")
+    if kind == "complete" or (kind == "input_required" and input_required):
+        return kind  # type: ignore[no-any-return]
+    raise UpstreamProtocolError(mount.namespace, f"answered {method} with an unknown resultType {kind!r}")
 
 
 def _check_required_arguments(name: str, entry: dict[str, Any], arguments: dict[str, str]) -> None:

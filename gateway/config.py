@@ -61,6 +61,7 @@ class GatewaySettings(_Section):
     max_requests_per_session: int = Field(256, ge=1, le=100_000)
     max_requests_per_upstream: int = Field(256, ge=1, le=100_000)
     shutdown_grace_s: float = Field(10.0, ge=0, le=600)
+    list_ttl_s: float = Field(60.0, ge=0, le=86_400)
 
     @field_validator("namespace_separator")
     @classmethod
@@ -118,6 +119,7 @@ class StdioUpstream(_Section):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     timeout_s: float = Field(30.0, gt=0, le=3600)
+    protocol: Literal["auto", "modern", "legacy"] = "auto"
     policy: PolicyRules = PolicyRules()
 
 
@@ -128,6 +130,7 @@ class HttpUpstream(_Section):
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: float = Field(30.0, gt=0, le=3600)
+    protocol: Literal["auto", "modern", "legacy"] = "auto"
     policy: PolicyRules = PolicyRules()
 
 

@@ -6,13 +6,16 @@
      │    ├── ParseError             -32700  not JSON
      │    ├── InvalidRequest         -32600  JSON, but not a JSON-RPC request
      │    ├── MethodNotFound         -32601  unknown method or undeclared capability
-     │    └── InvalidParams          -32602  bad params, unknown prompt, bad cursor, missing argument
-     │         ├── UnknownPrompt
-     │         └── InvalidCursor
+     │    ├── InvalidParams          -32602  bad params, unknown prompt, bad cursor, missing argument
+     │    │    ├── UnknownPrompt
+     │    │    └── InvalidCursor
+     │    ├── HeaderMismatch         -32020  HTTP headers disagree with the body (2026-07-28)
+     │    └── UnsupportedVersion     -32022  a per-request protocol version we do not speak (2026-07-28)
      └── UpstreamError               -32603  something behind the gateway failed; never blames the client
           ├── UpstreamUnavailable    not connected / went away mid-request
           ├── UpstreamTimeout        no answer within the upstream's timeout_s
           ├── UpstreamProtocolError  answered, but not with a valid MCP result
+          ├── UpstreamUnsupported    answered validly, with something the client's revision cannot carry
           └── UpstreamRejected       answered with a JSON-RPC error: its code/message/data are relayed
 
 Errors are translated at the boundaries (transport, rpc, front end) with ``raise ... from exc``.
@@ -27,6 +30,9 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
 class GatewayError(Exception):
@@ -85,6 +91,21 @@ class InvalidCursor(InvalidParams):
         self.reason = reason
 
 
+class HeaderMismatch(ClientError):
+    code = HEADER_MISMATCH
+
+
+class UnsupportedVersion(ClientError):
+    """Its ``data`` lists what we speak, so the client can retry with one of them."""
+
+    code = UNSUPPORTED_PROTOCOL_VERSION
+
+    def __init__(self, requested: str, supported: list[str]) -> None:
+        super().__init__(
+            f"Unsupported protocol version: {requested!r}", data={"supported": supported, "requested": requested}
+        )
+
+
 class UpstreamError(GatewayError):
     """Something behind the gateway failed; the message names the upstream."""
 
@@ -104,6 +125,10 @@ class UpstreamTimeout(UpstreamError):
 
 
 class UpstreamProtocolError(UpstreamError):
+    pass
+
+
+class UpstreamUnsupported(UpstreamError):
     pass
 
 

@@ -1,58 +1,207 @@
-"""The MCP server side: one ``ClientSession`` per connected client, and the ``Hub`` that fans
-``notifications/prompts/list_changed`` out to every initialized session.
+"""The MCP server side, for clients of every revision.
 
-A session is transport-agnostic: a front end (stdio through an ``RpcPeer``, HTTP through
-``http_server``) feeds it requests, with a ``notify`` for each, and a non-blocking callback that
-announces list changes. Session states live in ``_ALLOWED``:
+``PromptService`` is what the gateway serves, whatever the era: discovery, listing, getting,
+completing and (modern) listening for list changes. Around it:
 
-    new ──initialize──► initializing ──notifications/initialized──► ready ──► closed
+* ``ClientSession``: one connected client on a stream (stdio) or one legacy HTTP session. A request
+  carrying the 2026-07-28 envelope is served statelessly, as that revision asks; everything else goes
+  through the handshake-era state machine in ``_ALLOWED``:
 
-Requests other than ping before ``initialize`` are refused; requests after the initialize answer
-but before ``initialized`` are served (clients race it, and nothing here depends on it).
+      new ──initialize──► initializing ──notifications/initialized──► ready ──► closed
+
+  Requests other than ping before ``initialize`` are refused; requests after the initialize answer
+  but before ``initialized`` are served (clients race it, and nothing here depends on it).
+* The HTTP front end calls ``PromptService.modern`` directly for stateless requests.
+* ``Hub``: every initialized session and every ``subscriptions/listen`` stream, so one upstream change
+  reaches each of them once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Literal, Protocol
 
+import anyio
 import structlog
 
 from gateway import __version__
 from gateway.catalog import Catalog
-from gateway.errors import InvalidRequest, MethodNotFound
+from gateway.errors import InvalidParams, InvalidRequest, MethodNotFound
 from gateway.metrics import Metrics
 from gateway.policy import Rules
+from gateway.protocol.eras import for_client
 from gateway.protocol.jsonrpc import Notification, Request
-from gateway.protocol.versions import negotiate
+from gateway.protocol.modern import SUBSCRIPTION_ID_KEY, carries_envelope, check_version, read_envelope
+from gateway.protocol.versions import MODERN_VERSIONS, negotiate
 from gateway.rpc import Notify
 
 SessionState = Literal["new", "initializing", "ready", "closed"]
 SERVER_INFO = {"name": "mcp-prompt-gateway", "title": "MCP Prompt Gateway", "version": __version__}
 
+_SERVED = frozenset({"prompts/list", "prompts/get", "completion/complete"})
 _ALLOWED: dict[SessionState, frozenset[str]] = {
     "new": frozenset({"initialize", "ping"}),
-    "initializing": frozenset({"ping", "prompts/list", "prompts/get", "completion/complete"}),
-    "ready": frozenset({"ping", "prompts/list", "prompts/get", "completion/complete"}),
+    "initializing": _SERVED | {"ping"},
+    "ready": _SERVED | {"ping"},
     "closed": frozenset(),
 }
-_KNOWN_METHODS = frozenset().union(*_ALLOWED.values())
+MODERN_METHODS = _SERVED | {"server/discover", "subscriptions/listen"}
+_REMOVED_IN_MODERN = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe"})
+KNOWN_METHODS = MODERN_METHODS | {"initialize", "ping"}
 
 
-class ClientSession:
+class Listener(Protocol):
+    def list_changed(self) -> None: ...
+
+
+class Subscription:
+    """One ``subscriptions/listen`` stream: woken by list changes it asked for, or by the server closing."""
+
+    def __init__(self, *, prompts: bool) -> None:
+        self._prompts = prompts
+        self._woken = anyio.Event()
+        self._closing = False
+
+    def list_changed(self) -> None:
+        if self._prompts:
+            self._woken.set()
+
+    def close(self) -> None:
+        self._closing = True
+        self._woken.set()
+
+    async def next_change(self) -> bool:
+        """True for a list change (changes while one is being sent coalesce), False once closing."""
+        await self._woken.wait()
+        self._woken = anyio.Event()
+        return not self._closing
+
+
+class Hub:
+    """The live sessions and subscriptions; ``broadcast_list_changed`` reaches each of them once."""
+
+    def __init__(self) -> None:
+        self._listeners: set[Listener] = set()
+
+    def add(self, listener: Listener) -> None:
+        self._listeners.add(listener)
+
+    def discard(self, listener: Listener) -> None:
+        self._listeners.discard(listener)
+
+    def __len__(self) -> int:
+        return len(self._listeners)
+
+    def broadcast_list_changed(self) -> int:
+        for listener in self._listeners:
+            listener.list_changed()
+        return len(self._listeners)
+
+    def close_subscriptions(self) -> None:
+        """Shutting down: every listen stream answers its request (a graceful end) and closes."""
+        for listener in self._listeners:
+            if isinstance(listener, Subscription):
+                listener.close()
+
+
+class PromptService:
     def __init__(
         self,
         catalog: Callable[[], Catalog],
         *,
         completions: Callable[[], bool],
+        hub: Hub,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._catalog = catalog
+        self.offers_completions = completions
+        self._hub = hub
+        self._metrics = metrics
+
+    def capabilities(self, *, completions: bool) -> dict[str, Any]:
+        capabilities: dict[str, Any] = {"prompts": {"listChanged": True}}
+        if completions:
+            capabilities["completions"] = {}
+        return capabilities
+
+    async def modern(self, request: Request, notify: Notify, *, viewer: Rules | None) -> dict[str, Any]:
+        """A stateless (2026-07-28) request: its envelope says everything, no session is consulted."""
+        envelope = read_envelope(request.params)
+        check_version(envelope)
+        method = request.method
+        if method not in MODERN_METHODS:
+            removed = " (removed in 2026-07-28)" if method in _REMOVED_IN_MODERN else ""
+            raise MethodNotFound(f"Method not found: {method}{removed}")
+        if method == "subscriptions/listen":
+            result = await self._listen(request, notify)
+        else:
+            result = await self.serve(
+                method, request.params, viewer=viewer, notify=notify, completions=self.offers_completions(), modern=True
+            )
+        return for_client(method, result, envelope.version, SERVER_INFO)
+
+    async def serve(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        viewer: Rules | None,
+        notify: Notify,
+        completions: bool,
+        modern: bool,
+    ) -> dict[str, Any]:
+        """The result of a method both eras share, in the newest shape (``for_client`` adapts it)."""
+        catalog = self._catalog()
+        if method == "server/discover":
+            return {
+                "supportedVersions": list(reversed(MODERN_VERSIONS)),
+                "capabilities": self.capabilities(completions=completions),
+                "ttlMs": catalog.ttl_ms,
+                "cacheScope": "public",
+            }
+        if method == "prompts/list":
+            return await catalog.list_prompts(params, viewer=viewer)
+        if method == "prompts/get":
+            return await catalog.get_prompt(params, viewer=viewer, notify=notify, input_required=modern)
+        if not completions:
+            raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
+        return await catalog.complete(params, viewer=viewer, notify=notify)
+
+    async def _listen(self, request: Request, notify: Notify) -> dict[str, Any]:
+        wanted = (request.params or {}).get("notifications")
+        if not isinstance(wanted, dict):
+            raise InvalidParams("Invalid params: notifications must be an object naming what to listen for")
+        prompts = wanted.get("promptsListChanged") is True
+        tag = {SUBSCRIPTION_ID_KEY: request.id}
+        subscription = Subscription(prompts=prompts)
+        self._hub.add(subscription)
+        try:
+            honoured = {"promptsListChanged": True} if prompts else {}
+            await notify("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": honoured})
+            while await subscription.next_change():
+                await notify("notifications/prompts/list_changed", {"_meta": tag})
+            return {"_meta": tag}
+        finally:
+            self._hub.discard(subscription)
+
+    def observe(self, method: str) -> AbstractContextManager[None]:
+        if self._metrics is None or method == "subscriptions/listen":  # a listen's duration is no latency
+            return nullcontext()
+        return self._metrics.observe(method if method in KNOWN_METHODS else "other")
+
+
+class ClientSession:
+    def __init__(
+        self,
+        service: PromptService,
+        *,
         on_list_changed: Callable[[], None],
         viewer: Rules | None = None,
         session_id: str | None = None,
         on_close: Callable[[], None] | None = None,
-        metrics: Metrics | None = None,
     ) -> None:
-        self._catalog = catalog
-        self._offers_completions = completions
+        self._service = service
         self._completions = False  # fixed at initialize: capabilities do not change within a session
         self._viewer = viewer
         self.state: SessionState = "new"
@@ -60,55 +209,53 @@ class ClientSession:
         self.client_info: dict[str, Any] = {}
         self._on_list_changed = on_list_changed
         self._on_close = on_close
-        self._metrics = metrics
         self.log = structlog.get_logger("gateway.session").bind(session=session_id)
 
     async def handle_request(self, request: Request, notify: Notify) -> dict[str, Any]:
-        if self._metrics is None:
-            return await self._handle(request, notify)
-        with self._metrics.observe(request.method if request.method in _KNOWN_METHODS else "other"):
-            return await self._handle(request, notify)
+        with self._service.observe(request.method):
+            if request.method != "initialize" and carries_envelope(request.params):
+                return await self._service.modern(request, notify, viewer=self._viewer)
+            return await self._handle_legacy(request, notify)
 
-    async def _handle(self, request: Request, notify: Notify) -> dict[str, Any]:
+    async def _handle_legacy(self, request: Request, notify: Notify) -> dict[str, Any]:
         method = request.method
         if method not in _ALLOWED[self.state]:
             if method == "initialize":
                 raise InvalidRequest("Invalid Request: the session is already initialized")
-            if method in _KNOWN_METHODS and self.state == "new":
+            if method in _ALLOWED["ready"] and self.state == "new":
                 raise InvalidRequest(f"Invalid Request: {method} before initialize")
             raise MethodNotFound(f"Method not found: {method}")
         if method == "ping":
             return {}
         if method == "initialize":
             return self._initialize(request.params or {})
-        if method == "prompts/list":
-            return await self._catalog().list_prompts(request.params, viewer=self._viewer)
-        if method == "prompts/get":
-            return await self._catalog().get_prompt(request.params, viewer=self._viewer, notify=notify)
-        if not self._completions:
-            raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
-        return await self._catalog().complete(request.params, viewer=self._viewer, notify=notify)
+        assert self.protocol_version is not None  # noqa: S101 - _ALLOWED admits these only after initialize
+        result = await self._service.serve(
+            method, request.params, viewer=self._viewer, notify=notify, completions=self._completions, modern=False
+        )
+        return for_client(method, result, self.protocol_version, SERVER_INFO)
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         self.protocol_version = negotiate(params.get("protocolVersion"))
         info = params.get("clientInfo")
         self.client_info = info if isinstance(info, dict) else {}
         self.state = "initializing"
-        self._completions = self._offers_completions()
+        self._completions = self._service.offers_completions()
         self.log = self.log.bind(client=self.client_info.get("name"), protocol_version=self.protocol_version)
         self.log.info("session_initialized", requested=params.get("protocolVersion"))
-        capabilities: dict[str, Any] = {"prompts": {"listChanged": True}}
-        if self._completions:
-            capabilities["completions"] = {}
-        return {"protocolVersion": self.protocol_version, "capabilities": capabilities, "serverInfo": SERVER_INFO}
+        return {
+            "protocolVersion": self.protocol_version,
+            "capabilities": self._service.capabilities(completions=self._completions),
+            "serverInfo": SERVER_INFO,
+        }
 
     async def handle_notification(self, notification: Notification) -> None:
         if notification.method == "notifications/initialized" and self.state == "initializing":
             self.state = "ready"
 
     def list_changed(self) -> None:
-        """Announce a list change if the client has initialized. The transport's callback must not block:
-        one slow client cannot be allowed to stall the fan-out to the others."""
+        """Announce a list change if the client has initialized (a modern client listens instead). The
+        transport's callback must not block: one slow client must not stall the fan-out to the others."""
         if self.state in ("initializing", "ready"):
             self._on_list_changed()
 
@@ -117,24 +264,3 @@ class ClientSession:
             self.state = "closed"
             if self._on_close is not None:
                 self._on_close()
-
-
-class Hub:
-    """The set of live sessions; ``broadcast_list_changed`` reaches each of them once."""
-
-    def __init__(self) -> None:
-        self._sessions: set[ClientSession] = set()
-
-    def add(self, session: ClientSession) -> None:
-        self._sessions.add(session)
-
-    def discard(self, session: ClientSession) -> None:
-        self._sessions.discard(session)
-
-    def __len__(self) -> int:
-        return len(self._sessions)
-
-    def broadcast_list_changed(self) -> int:
-        for session in self._sessions:
-            session.list_changed()
-        return len(self._sessions)

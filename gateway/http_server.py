@@ -1,8 +1,11 @@
-"""The HTTP front end: MCP Streamable HTTP (2025-03-26 .. 2025-11-25) at ``path``, and the legacy
+"""The HTTP front end: MCP Streamable HTTP at ``path`` in both eras (stateless 2026-07-28 requests and
+2025-03-26 .. 2025-11-25 sessions, told apart by the request's ``_meta`` envelope), and the legacy
 HTTP+SSE transport (2024-11-05) at ``sse_path`` + ``messages_path``. A Starlette app served by uvicorn.
 
-It knows HTTP, sessions and JSON-RPC framing; what the messages mean is the ``Endpoint``'s business
-(a ``ClientSession``), so nothing here knows about prompts. Every request passes the same guard:
+It knows HTTP, sessions and JSON-RPC framing; what the messages mean is the business of an
+``Endpoint`` (a ``ClientSession``) or of the ``Stateless`` handler, so nothing here knows about prompts.
+A stateless request is checked here for what HTTP adds (headers mirroring the body) and answered with
+the status its error code calls for; closing its response stream cancels it. Every request passes the same guard:
 Host and Origin validation (DNS rebinding), then bearer-token authentication (constant-time, against
 every configured token). A session belongs to the token that created it: any other caller gets 404,
 exactly as for a session that does not exist.
@@ -13,7 +16,7 @@ from __future__ import annotations
 import hmac
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -21,6 +24,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import structlog
+import structlog.contextvars
 from anyio.abc import TaskGroup
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
@@ -43,9 +47,10 @@ from gateway.protocol.jsonrpc import (
     request_id_of,
     to_wire,
 )
-from gateway.protocol.versions import HANDSHAKE_VERSIONS
-from gateway.rpc import InboundRequests, Notify
-from gateway.transports.sse import KEEPALIVE, EventLog, encode_event
+from gateway.protocol.modern import HTTP_STATUS_FOR_CODE, carries_envelope, check_headers, read_envelope
+from gateway.protocol.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
+from gateway.rpc import InboundRequests, Notify, answer
+from gateway.transports.sse import KEEPALIVE, KEEPALIVE_S, EventLog, encode_event
 
 log = structlog.get_logger("gateway.http")
 
@@ -68,6 +73,9 @@ Push = Callable[[bytes, str | None], None]
 
 EndpointFactory = Callable[[str | None, str, Push], Endpoint]
 """``factory(principal, session_id, push)`` makes the endpoint for a new session."""
+
+Stateless = Callable[[Request, Notify, str | None], Awaitable[dict[str, Any]]]
+"""``handler(request, notify, principal)`` answers one 2026-07-28 request, no session involved."""
 
 
 @dataclass
@@ -184,11 +192,14 @@ class HttpFrontend:
         settings: ServerSettings,
         factory: EndpointFactory,
         *,
+        stateless: Stateless,
         max_message_bytes: int,
         max_in_flight: int = 64,
     ) -> None:
         self.settings = settings
         self._factory = factory
+        self._stateless = stateless
+        self._stateless_in_flight = 0  # bounded by max_sessions: a stateless request costs what a session does
         self._max_message_bytes = max_message_bytes
         self._max_in_flight = max_in_flight
         self._guard = Guard(settings)
@@ -265,11 +276,13 @@ class HttpFrontend:
         principal, refusal = self._guard.check(request)
         if refusal is not None:
             return refusal
-        version = request.headers.get("mcp-protocol-version")
-        if version is not None and version not in HANDSHAKE_VERSIONS:
-            return _plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
         if request.method == "POST":
             return await self._post(request, principal)
+        version = request.headers.get("mcp-protocol-version")
+        if version in MODERN_VERSIONS:  # 2026-07-28 has no GET stream and no sessions to DELETE
+            return _plain(405, "Method Not Allowed: 2026-07-28 clients POST every request", Allow="POST")
+        if version is not None and version not in HANDSHAKE_VERSIONS:
+            return _plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
         session = self._lookup(request, principal, request.headers.get("mcp-session-id"))
         if isinstance(session, Response):
             return session
@@ -287,13 +300,23 @@ class HttpFrontend:
         message = await self._read_message(request)
         if isinstance(message, Response):
             return message
+        version = request.headers.get("mcp-protocol-version")
+        if isinstance(message, Request) and message.method != "initialize":
+            if version in MODERN_VERSIONS or carries_envelope(message.params):
+                return await self._serve_stateless(request, message, principal)
+        elif isinstance(message, Notification) and version in MODERN_VERSIONS:
+            return Response(status_code=202)  # 2026-07-28 defines no client notifications over HTTP
+        if version is not None and version not in HANDSHAKE_VERSIONS:
+            return _plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
         if isinstance(message, Request) and message.method == "initialize":
             return await self._initialize(message, principal)
         session = self._lookup(request, principal, request.headers.get("mcp-session-id"))
         if isinstance(session, Response):
             return session
         if isinstance(message, Request) and _wants_progress(message) and _accepts(request, "text/event-stream"):
-            return self._answer_as_stream(session, message)
+            if self._task_group is None:
+                return _plain(503, "Service Unavailable: shutting down")
+            return self._stream(session, self._answer_events(lambda notify: self._serve_one(session, message, notify)))
         items = message.items if isinstance(message, Batch) else (message,)
         answers = await self._serve_items(session, items)
         if not answers:
@@ -332,29 +355,81 @@ class HttpFrontend:
             answer = ErrorResponse(request.id, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
         return to_wire(answer)
 
-    def _answer_as_stream(self, session: HttpSession, request: Request) -> Response:
-        """An SSE answer: the request's progress notifications as they come, then its response."""
-        if self._task_group is None:
-            return _plain(503, "Service Unavailable: shutting down")
+    def _answer_events(self, answer: Callable[[Notify], Awaitable[dict[str, Any]]]) -> AsyncIterator[bytes]:
+        """An SSE answer: the request's notifications as they come, then its response. The request runs
+        in the front end's task group and is cancelled when the client closes the stream."""
+        assert self._task_group is not None  # noqa: S101 - callers refuse with 503 while shutting down
         frames_in, frames = anyio.create_memory_object_stream[bytes](64)
+        scope = anyio.CancelScope()
 
         async def notify(method: str, params: dict[str, Any] | None) -> None:
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
                 frames_in.send_nowait(encode(Notification(method, params)))  # a slow reader loses progress, not memory
 
         async def serve() -> None:
-            with frames_in:
-                answer = await self._serve_one(session, request, notify)
+            with frames_in, scope:
+                final = await answer(notify)
                 with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    await frames_in.send(dumps(answer))
+                    await frames_in.send(dumps(final))
 
         async def body() -> AsyncIterator[bytes]:
-            with frames:
-                async for frame in frames:
-                    yield encode_event(frame)
+            try:
+                with frames:
+                    while True:
+                        with anyio.move_on_after(KEEPALIVE_S):
+                            try:
+                                frame = await frames.receive()
+                            except anyio.EndOfStream:
+                                return
+                            yield encode_event(frame)
+                            continue
+                        yield KEEPALIVE  # quiet for a while (a listen stream): keep intermediaries from timing out
+            finally:
+                scope.cancel()
 
         self._task_group.start_soon(serve)
-        return self._stream(session, body(), counted=False)
+        return body()
+
+    # ---- Streamable HTTP, 2026-07-28: one request per POST, no session --------------------------
+
+    async def _serve_stateless(self, http: HttpRequest, request: Request, principal: str | None) -> Response:
+        try:
+            envelope = read_envelope(request.params)
+            check_headers(http.headers, request.method, request.params, envelope.version)
+        except ClientError as exc:
+            return _modern_answer(error_response(request.id, exc))
+        if self._stateless_in_flight >= self.settings.max_sessions:
+            return _plain(503, "Service Unavailable: too many requests in flight", **{"Retry-After": "5"})
+        streamed = request.method == "subscriptions/listen" or _wants_progress(request)
+        if streamed and not _accepts(http, "text/event-stream"):
+            return _plain(406, "Not Acceptable: this answer is a stream; the client must accept text/event-stream")
+        if streamed and self._task_group is None:
+            return _plain(503, "Service Unavailable: shutting down")
+        self._stateless_in_flight += 1
+        if streamed:
+            body = self._answer_events(lambda notify: self._stateless_answer(request, notify, principal))
+            return _sse_response(self._counted(body))
+        try:
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_cancel_on_disconnect, http, scope)
+                    answer = await self._stateless_answer(request, _no_notify, principal)
+                    tg.cancel_scope.cancel()
+                return _modern_answer(answer)
+            return Response(status_code=499)  # the client went away; nobody reads this
+        finally:
+            self._stateless_in_flight -= 1
+
+    async def _counted(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in body:
+                yield chunk
+        finally:
+            self._stateless_in_flight -= 1
+
+    async def _stateless_answer(self, request: Request, notify: Notify, principal: str | None) -> dict[str, Any]:
+        with structlog.contextvars.bound_contextvars(request_id=request.id, method=request.method):
+            return to_wire(await answer(request, self._stateless(request, notify, principal), log))
 
     async def _serve_items(self, session: HttpSession, items: Sequence[Message | Malformed]) -> list[dict[str, Any]]:
         answers: list[dict[str, Any]] = []
@@ -387,7 +462,7 @@ class HttpFrontend:
             return _plain(409, "Conflict: this session already has an open stream")
         last = request.headers.get("last-event-id")
         after = int(last) if last is not None and last.isdigit() else None
-        return self._stream(session, self._events(session, after))
+        return self._stream(session, self._events(session, after), counted=True)
 
     async def _events(self, session: HttpSession, after: int | None) -> AsyncIterator[bytes]:
         async for event in session.events.follow(after):
@@ -399,7 +474,7 @@ class HttpFrontend:
         body: AsyncIterator[bytes],
         *,
         on_close: Callable[[], None] | None = None,
-        counted: bool = True,
+        counted: bool = False,
     ) -> StreamingResponse:
         """``counted`` streams are the session's one standalone stream (a second one is refused)."""
 
@@ -414,10 +489,7 @@ class HttpFrontend:
                 if on_close is not None:
                     on_close()
 
-        headers = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
-        if not session.legacy:
-            headers["Mcp-Session-Id"] = session.id
-        return StreamingResponse(tracked(), media_type="text/event-stream", headers=headers)
+        return _sse_response(tracked(), None if session.legacy else session.id)
 
     # ---- legacy HTTP+SSE (2024-11-05) ---------------------------------------------------------
 
@@ -436,7 +508,7 @@ class HttpFrontend:
             async for chunk in self._events(session, None):
                 yield chunk
 
-        return self._stream(session, events(), on_close=lambda: self._end(session, "stream closed"))
+        return self._stream(session, events(), on_close=lambda: self._end(session, "stream closed"), counted=True)
 
     async def _legacy_message(self, request: HttpRequest) -> Response:
         principal, refusal = self._guard.check(request)
@@ -463,6 +535,34 @@ class HttpFrontend:
         else:
             for answer in answers:
                 session.events.push(dumps(answer))
+
+
+def _sse_response(body: AsyncIterator[bytes], session_id: str | None = None) -> StreamingResponse:
+    headers = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
+    if session_id is not None:
+        headers["Mcp-Session-Id"] = session_id
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+
+def _modern_answer(answer: dict[str, Any] | ErrorResponse) -> Response:
+    """A stateless answer as JSON, with the HTTP status 2026-07-28 assigns to its error code."""
+    wire = to_wire(answer) if isinstance(answer, ErrorResponse) else answer
+    error = wire.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    status = HTTP_STATUS_FOR_CODE.get(code, 200) if isinstance(code, int) else 200
+    return Response(dumps(wire), status_code=status, media_type="application/json")
+
+
+async def _cancel_on_disconnect(http: HttpRequest, scope: anyio.CancelScope) -> None:
+    """Closing the connection is how a 2026-07-28 client cancels; the body is read, so the next ASGI
+    message is the disconnect."""
+    while (await http.receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+async def _no_notify(method: str, params: dict[str, Any] | None) -> None:
+    """A JSON answer has nowhere to put notifications (a client wanting progress gets a stream)."""
 
 
 def _wants_progress(request: Request) -> bool:

@@ -79,6 +79,18 @@ async def _ignore(notification: Notification) -> None:
     return None
 
 
+async def answer(request: Request, result: Awaitable[dict[str, Any]], logger: Any) -> Response | ErrorResponse:
+    """The answer to a request once ``result`` is awaited: a gateway error becomes its JSON-RPC error, and
+    anything unexpected is logged and answered as an internal error that reveals nothing."""
+    try:
+        return Response(request.id, await result)
+    except GatewayError as exc:
+        return error_response(request.id, exc)
+    except Exception:
+        logger.exception("request_handler_failed", method=request.method)
+        return ErrorResponse(request.id, {"code": INTERNAL_ERROR, "message": "Internal error"})
+
+
 class InboundRequests:
     """A peer's incoming requests: bounded in number, cancellable by id, every failure an error answer.
 
@@ -112,13 +124,7 @@ class InboundRequests:
             self._scopes.pop(request.id, None)
 
     async def _answer(self, request: Request, notify: Notify) -> Response | ErrorResponse:
-        try:
-            return Response(request.id, await self._handler(request, notify))
-        except GatewayError as exc:
-            return error_response(request.id, exc)
-        except Exception:
-            self._log.exception("request_handler_failed", method=request.method)
-            return ErrorResponse(request.id, {"code": INTERNAL_ERROR, "message": "Internal error"})
+        return await answer(request, self._handler(request, notify), self._log)
 
     def cancel(self, params: dict[str, Any] | None) -> None:
         """Apply a ``notifications/cancelled``; unknown or finished ids are ignored, as the spec asks."""

@@ -1,9 +1,13 @@
 """An upstream connector: one downstream MCP server, kept connected, behind a narrow seam.
 
-Seam: ``request()``, ``aclose()`` (by leaving ``run()``), and change callbacks. It runs the handshake
-(newest revision first, any revision we speak accepted), insists on the ``prompts`` capability, answers
-pings, turns ``notifications/prompts/list_changed`` into a change callback, and restarts a crashed
-server with exponential backoff and jitter. Requests in flight when the server dies fail at once.
+Seam: ``request()``, ``aclose()`` (by leaving ``run()``), and change callbacks. It finds out which era
+the server speaks (``protocol = "auto"``: probe with ``server/discover``; a DiscoverResult means
+2026-07-28, any other answer or none means a handshake-era server, which gets ``initialize``),
+insists on the ``prompts`` capability, answers pings, turns ``notifications/prompts/list_changed``
+into a change callback (a modern server sends it on a ``subscriptions/listen`` stream we hold open),
+and restarts a crashed server with exponential backoff and jitter. Requests in flight when the server
+dies fail at once. Every request is written for the server's era: the 2026-07-28 envelope in
+``_meta`` for a modern one, no reserved keys for an older one.
 
 States (the whole machine lives in ``_TRANSITIONS``):
     starting ─► ready ─► backing-off ─► starting ...
@@ -27,6 +31,7 @@ from pydantic import ValidationError
 from gateway import __version__
 from gateway.config import HttpUpstream, StdioUpstream
 from gateway.errors import (
+    UNSUPPORTED_PROTOCOL_VERSION,
     MethodNotFound,
     UpstreamError,
     UpstreamRejected,
@@ -34,8 +39,15 @@ from gateway.errors import (
     UpstreamUnavailable,
 )
 from gateway.protocol.jsonrpc import Notification, Request
-from gateway.protocol.models import InitializeResult, describe
-from gateway.protocol.versions import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE_VERSION, declares_completions
+from gateway.protocol.models import DiscoverResult, InitializeResult, describe
+from gateway.protocol.modern import RECOGNIZED_MODERN_ERRORS, SERVER_INFO_KEY, with_envelope, without_envelope
+from gateway.protocol.versions import (
+    HANDSHAKE_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    LATEST_MODERN_VERSION,
+    declares_completions,
+    is_modern,
+)
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.transports.base import MessageStream
 from gateway.transports.http_client import HttpTransportError, open_legacy_sse, open_streamable_http
@@ -56,7 +68,19 @@ _TRANSITIONS: dict[State, frozenset[State]] = {
 class VersionedStream(Protocol):
     """A transport that must repeat the negotiated revision on every message (HTTP's header)."""
 
-    def set_protocol_version(self, version: str) -> None: ...
+    def set_protocol_version(self, version: str | None) -> None: ...
+
+
+def _set_version(stream: MessageStream, version: str | None) -> None:
+    if isinstance(stream, VersionedStream):
+        stream.set_protocol_version(version)
+
+
+PROBE_TIMEOUT_S = 10.0
+"""How long a server may take to answer the ``server/discover`` probe before we take it for one that
+ignores requests before ``initialize`` (the spec's "does not respond": a legacy server)."""
+
+CLIENT_INFO = {"name": "mcp-prompt-gateway", "version": __version__}
 
 
 def _without_credentials(url: str) -> str:
@@ -119,6 +143,8 @@ class UpstreamConnector:
         self.last_error: str | None = None
         self.restarts = 0
         self._settled = anyio.Event()
+        self._listening = False  # a modern server acknowledged our subscriptions/listen
+        self._listen_scope: anyio.CancelScope | None = None
 
     # ---- what the catalog sees ------------------------------------------------------------------
 
@@ -127,9 +153,18 @@ class UpstreamConnector:
         return self.state == "ready" and self._peer is not None and not self._peer.closed
 
     @property
-    def announces_list_changes(self) -> bool:
+    def modern(self) -> bool:
+        return is_modern(self.protocol_version)
+
+    @property
+    def declares_list_changed(self) -> bool:
         prompts = self.capabilities.get("prompts")
         return isinstance(prompts, dict) and prompts.get("listChanged") is True
+
+    @property
+    def announces_list_changes(self) -> bool:
+        """Whether a change will be announced: a modern server only while our listen stream is up."""
+        return self.declares_list_changed and (self._listening or not self.modern)
 
     @property
     def completes(self) -> bool:
@@ -151,7 +186,7 @@ class UpstreamConnector:
                 self.namespace, f"is saturated ({self._max_in_flight} requests in flight)"
             ) from None
         try:
-            return await peer.request(method, params, timeout=self.settings.timeout_s)
+            return await peer.request(method, self._for_server(params), timeout=self.settings.timeout_s)
         except RemoteError as exc:
             raise UpstreamRejected(self.namespace, exc.error) from exc
         except PeerClosed as exc:
@@ -161,6 +196,12 @@ class UpstreamConnector:
             raise UpstreamTimeout(self.namespace, message) from exc
         finally:
             self._slots.release()
+
+    def _for_server(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
+        if self.modern:
+            assert self.protocol_version is not None  # noqa: S101 - modern implies a version
+            return with_envelope(params, version=self.protocol_version, client_info=CLIENT_INFO)
+        return without_envelope(params)
 
     async def wait_settled(self) -> None:
         """Until the first connection attempt has either succeeded or failed."""
@@ -242,31 +283,105 @@ class UpstreamConnector:
                 tg.start_soon(peer.run)
                 self._peer = peer
                 try:
-                    await self._handshake(peer)
-                    if isinstance(stream, VersionedStream) and self.protocol_version is not None:
-                        stream.set_protocol_version(self.protocol_version)
+                    await self._establish(peer, stream)
                     self._enter(
                         "ready", server=self.server_info.get("name"), protocol_version=self.protocol_version, **details
                     )
                     self._backoff.reset()
+                    if self.modern and self.declares_list_changed:
+                        tg.start_soon(self._listen, peer)
                     await peer.wait_closed()
                 except (HandshakeFailed, UpstreamError) as exc:
                     failure = exc
                 finally:
                     self._peer = None
+                    self._listening = False
                     tg.cancel_scope.cancel()
         if failure is not None:
             raise failure
 
+    async def _establish(self, peer: RpcPeer, stream: MessageStream) -> None:
+        """Speak the server's era: 2026-07-28 when it answers discovery, else the handshake."""
+        settings = self.settings
+        mode = "legacy" if isinstance(settings, HttpUpstream) and settings.transport == "sse" else settings.protocol
+        if mode != "legacy":
+            _set_version(stream, LATEST_MODERN_VERSION)
+            discovered = await self._discover(peer, required=mode == "modern")
+            if discovered is not None:
+                self.protocol_version = LATEST_MODERN_VERSION
+                self.capabilities = discovered.capabilities
+                meta = discovered.model_extra.get("_meta") if discovered.model_extra else None
+                info = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
+                self.server_info = info if isinstance(info, dict) else {}
+                if not isinstance(self.capabilities.get("prompts"), dict):
+                    raise HandshakeFailed("does not offer the prompts capability")
+                return
+            _set_version(stream, None)
+        await self._handshake(peer)
+        _set_version(stream, self.protocol_version)
+
+    async def _discover(self, peer: RpcPeer, *, required: bool) -> DiscoverResult | None:
+        """The server's DiscoverResult when it speaks a modern revision we speak; None for a legacy server
+        (any error that is not a modern one, or silence), unless ``required``."""
+        params = with_envelope(None, version=LATEST_MODERN_VERSION, client_info=CLIENT_INFO)
+        timeout = self.settings.timeout_s if required else min(PROBE_TIMEOUT_S, self.settings.timeout_s)
+        try:
+            raw = await peer.request("server/discover", params, timeout=timeout)
+        except RemoteError as exc:
+            code, data = exc.error.get("code"), exc.error.get("data")
+            supported = data.get("supported") if isinstance(data, dict) else None
+            if code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(supported, list):
+                if not required and any(v in HANDSHAKE_VERSIONS for v in supported):
+                    return None  # it also speaks a handshake revision
+                raise HandshakeFailed(f"speaks only protocol revisions {supported}, none of which we speak") from exc
+            if required or code in RECOGNIZED_MODERN_ERRORS:
+                raise HandshakeFailed(f"refused server/discover: {exc.error.get('message')}") from exc
+            return None
+        except PeerClosed as exc:
+            raise UpstreamUnavailable(self.namespace, "exited during discovery") from exc
+        except RequestTimeout as exc:
+            if required:
+                raise UpstreamTimeout(self.namespace, "did not answer server/discover") from exc
+            return None
+        try:
+            result = DiscoverResult.model_validate(raw)
+        except ValidationError as exc:
+            raise HandshakeFailed(f"sent an invalid server/discover result: {describe(exc)}") from exc
+        if LATEST_MODERN_VERSION in result.supportedVersions:
+            return result
+        if required:
+            raise HandshakeFailed(f"supports only {result.supportedVersions}, not {LATEST_MODERN_VERSION}")
+        return None  # it answers discovery but advertises no modern revision: a legacy advertisement
+
+    async def _listen(self, peer: RpcPeer) -> None:
+        """Hold a ``subscriptions/listen`` stream open for prompt list changes, re-opening it when the server
+        ends it; while it is down, the catalog does not cache this server's pages without a TTL."""
+        delay = 1.0
+        params = {"notifications": {"promptsListChanged": True}}
+        while not peer.closed:
+            try:
+                with anyio.CancelScope() as self._listen_scope:
+                    await peer.request("subscriptions/listen", self._for_server(params), timeout=None)
+                self._log.info("upstream_listen_ended")
+            except RemoteError as exc:
+                self._log.warning("upstream_listen_refused", error=exc.error.get("message"))
+            except PeerClosed:
+                return
+            finally:
+                self._listen_scope = None
+                if self._listening:
+                    self._listening = False
+                    self._on_change(self.namespace)  # changes may now go unannounced: stop caching
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
     async def _handshake(self, peer: RpcPeer) -> None:
-        params = {
-            "protocolVersion": LATEST_HANDSHAKE_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "mcp-prompt-gateway", "version": __version__},
-        }
+        params = {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO}
         try:
             raw = await peer.request("initialize", params, timeout=self.settings.timeout_s)
         except RemoteError as exc:
+            if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION:  # modern after all (a slow probe answer)
+                raise UpstreamUnavailable(self.namespace, "turned out to be modern-only: probing again") from exc
             raise HandshakeFailed(f"refused initialize: {exc.error.get('message')}") from exc
         except PeerClosed as exc:
             raise UpstreamUnavailable(self.namespace, "exited during initialize") from exc
@@ -297,6 +412,12 @@ class UpstreamConnector:
         if notification.method == "notifications/prompts/list_changed":
             self._log.debug("upstream_list_changed")
             self._on_change(self.namespace)
+        elif notification.method == "notifications/subscriptions/acknowledged":
+            honoured = (notification.params or {}).get("notifications")
+            self._listening = isinstance(honoured, dict) and honoured.get("promptsListChanged") is True
+            self._on_change(self.namespace)  # anything cached before the stream was up may be stale
+        elif notification.method == "notifications/cancelled" and self._listen_scope is not None:
+            self._listen_scope.cancel()  # on stdio a server ends a listen stream this way, and only a listen
         elif notification.method == "notifications/progress" and self._on_progress is not None:
             await self._on_progress(notification.params or {})
         elif notification.method == "notifications/message":

@@ -3,7 +3,7 @@ import pytest
 from gateway.catalog import Catalog, Mount
 from gateway.cursor import CursorCodec
 from gateway.errors import InvalidRequest, MethodNotFound
-from gateway.frontend import ClientSession, Hub
+from gateway.frontend import ClientSession, Hub, PromptService
 from gateway.protocol.jsonrpc import Notification, Request
 from gateway.testing import FakePromptSource
 
@@ -26,7 +26,8 @@ def session(completions: bool = True) -> ClientSession:
     catalog = Catalog(
         [Mount(FakePromptSource.numbered("a", 2), prefix="a__")], codec=CursorCodec(b"k" * 32), generation="g"
     )
-    return ClientSession(lambda: catalog, completions=lambda: completions, on_list_changed=announced.append_one)
+    service = PromptService(lambda: catalog, completions=lambda: completions, hub=Hub())
+    return ClientSession(service, on_list_changed=announced.append_one)
 
 
 INIT = Request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c"}})

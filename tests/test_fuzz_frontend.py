@@ -14,11 +14,14 @@ from hypothesis import strategies as st
 from gateway.catalog import Catalog, Mount
 from gateway.config import ServerSettings
 from gateway.cursor import CursorCodec
-from gateway.frontend import ClientSession
+from gateway.frontend import ClientSession, Hub, PromptService
 from gateway.http_server import HttpFrontend, Push
-from gateway.rpc import RpcPeer
+from gateway.protocol.jsonrpc import Request
+from gateway.protocol.modern import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
+from gateway.rpc import Notify, RpcPeer
 from gateway.testing import FakePromptSource, memory_frame_pair
 
+MODERN_ENVELOPE = {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}}
 METHODS = [
     "initialize",
     "ping",
@@ -26,6 +29,7 @@ METHODS = [
     "prompts/get",
     "completion/complete",
     "tools/list",
+    "server/discover",
     "notifications/initialized",
     "notifications/cancelled",
     "",
@@ -55,7 +59,9 @@ params = json_values | st.fixed_dictionaries(
         "argument": json_values,
         "protocolVersion": json_values,
         "requestId": ids,
-        "_meta": json_values,
+        "_meta": json_values
+        | st.just(MODERN_ENVELOPE)
+        | st.just({**MODERN_ENVELOPE, PROTOCOL_VERSION_KEY: "1999-01-01"}),
     },
 )
 messages = st.fixed_dictionaries(
@@ -84,6 +90,10 @@ def catalog() -> Catalog:
     return Catalog(
         [Mount(FakePromptSource.numbered("a", 30), prefix="a__")], codec=CursorCodec(b"k" * 32), generation="g"
     )
+
+
+def service() -> PromptService:
+    return PromptService(catalog, completions=lambda: True, hub=Hub())
 
 
 def well_formed(answer: Any) -> bool:
@@ -118,7 +128,7 @@ INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"nam
 def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: bytes) -> None:
     async def run() -> None:
         ours, theirs = memory_frame_pair()
-        session = ClientSession(catalog, completions=lambda: True, on_list_changed=lambda: None)
+        session = ClientSession(service(), on_list_changed=lambda: None)
         peer = RpcPeer(
             ours, on_request=session.handle_request, on_notification=session.handle_notification, answer_malformed=True
         )
@@ -150,12 +160,17 @@ def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: byte
 def http_app() -> tuple[Any, list[ClientSession]]:
     sessions: list[ClientSession] = []
 
+    shared = service()
+
     def factory(principal: str | None, session_id: str, push: Push) -> ClientSession:
-        session = ClientSession(catalog, completions=lambda: True, on_list_changed=lambda: None)
+        session = ClientSession(shared, on_list_changed=lambda: None)
         sessions.append(session)
         return session
 
-    frontend = HttpFrontend(ServerSettings(transport="http"), factory, max_message_bytes=64 * 1024)
+    async def stateless(request: Request, notify: Notify, principal: str | None) -> dict[str, Any]:
+        return await shared.modern(request, notify, viewer=None)
+
+    frontend = HttpFrontend(ServerSettings(transport="http"), factory, stateless=stateless, max_message_bytes=64 * 1024)
     return frontend.app(), sessions
 
 

@@ -10,7 +10,7 @@ import base64
 import binascii
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gateway.errors import InvalidParams
 
@@ -90,6 +90,8 @@ class Prompt(_Wire):
 class ListPromptsResult(_Wire):
     prompts: list[Prompt]
     nextCursor: str | None = None
+    ttlMs: int | float | None = None  # a negative hint is read as 0, as the spec asks of clients
+    cacheScope: Literal["public", "private"] | None = None
 
 
 class TextContent(_Wire):
@@ -160,6 +162,25 @@ class PromptMessage(_Wire):
 
 class GetPromptResult(_Wire):
     messages: list[PromptMessage]
+
+
+class InputRequiredResult(_Wire):
+    """2026-07-28: the upstream needs the client to answer ``inputRequests`` and retry; relayed as is."""
+
+    resultType: Literal["input_required"]
+    inputRequests: dict[str, dict[str, Any]] | None = None
+    requestState: str | None = None
+
+    @model_validator(mode="after")
+    def _asks_for_something(self) -> InputRequiredResult:
+        if self.inputRequests is None and self.requestState is None:
+            raise ValueError("needs inputRequests or requestState")
+        return self
+
+
+class DiscoverResult(_Wire):
+    supportedVersions: list[str]
+    capabilities: dict[str, Any]
 
 
 class Completion(_Wire):

@@ -8,6 +8,13 @@ never through string comparison: revision names are identifiers, not numbers."""
 
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_VERSIONS[-1]
 
+MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+"""Stateless revisions: every request carries its version and capabilities in ``_meta``; no handshake."""
+
+LATEST_MODERN_VERSION = MODERN_VERSIONS[-1]
+
+ALL_VERSIONS: tuple[str, ...] = (*HANDSHAKE_VERSIONS, *MODERN_VERSIONS)
+
 
 def negotiate(requested: object) -> str:
     """Answer the client's revision when we speak it, else our newest (the client may then hang up)."""
@@ -19,9 +26,13 @@ def negotiate(requested: object) -> str:
 def at_least(version: str, minimum: str) -> bool:
     """Whether ``version`` is ``minimum`` or newer; an unknown revision is treated as the oldest."""
     try:
-        return HANDSHAKE_VERSIONS.index(version) >= HANDSHAKE_VERSIONS.index(minimum)
+        return ALL_VERSIONS.index(version) >= ALL_VERSIONS.index(minimum)
     except ValueError:
         return False
+
+
+def is_modern(version: str | None) -> bool:
+    return version in MODERN_VERSIONS
 
 
 def declares_completions(version: str) -> bool:

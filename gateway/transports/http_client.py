@@ -2,12 +2,16 @@
 
 Both look like stdio to the layer above (``send`` a frame, ``receive`` frames), so one RpcPeer and one
 supervisor serve every kind of upstream. Streamable HTTP: each frame is a POST; the answer arrives as
-a JSON body or an SSE stream (resumed with ``Last-Event-ID`` when the server closes it early); the
-session id and protocol-version headers are kept; a GET stream carries the server's own messages.
-A 404 on an established session ends the stream, and the supervisor re-initializes.
+a JSON body or an SSE stream. Up to 2025-11-25 the session id and protocol-version headers are kept,
+a stream the server closes early is resumed with ``Last-Event-ID``, and a GET stream carries the
+server's own messages; a 404 on an established session ends the stream (the supervisor
+re-initializes). From 2026-07-28 there is no session and no GET stream: every POST carries the
+headers that mirror its body (``Mcp-Method``, ``Mcp-Name``), and a ``notifications/cancelled`` is
+not sent but carried out, by closing the cancelled request's response stream.
 
-These transports read a frame's JSON-RPC ``id`` (to answer an HTTP failure with an error for the
-request that caused it) but nothing else: they know nothing about prompts.
+These transports read a frame's JSON-RPC envelope (id, method, the name a header mirrors) to route
+it and to answer an HTTP failure with an error for the request that caused it, but nothing else:
+they know nothing about prompts.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from httpx_sse import EventSource, ServerSentEvent, aconnect_sse
 
+from gateway.protocol.modern import request_headers
+from gateway.protocol.versions import is_modern
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES
 
 log = structlog.get_logger("gateway.transports.http")
@@ -38,11 +44,28 @@ class HttpTransportError(Exception):
 
 
 def _request_id(frame: bytes) -> Any:
+    return _peek(frame)[0]
+
+
+def _peek(frame: bytes) -> tuple[Any, str | None, dict[str, Any] | None]:
+    """A message's request id (None for a notification), method and params."""
     try:
         message = json.loads(frame)
     except ValueError:
-        return None
-    return message.get("id") if isinstance(message, dict) and "method" in message else None
+        return None, None, None
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return None, None, None
+    params = message.get("params")
+    return message.get("id"), message["method"], params if isinstance(params, dict) else None
+
+
+def _rpc_error_for(body: bytes, request_id: Any) -> bytes | None:
+    """The body when it is a JSON-RPC error answering ``request_id`` (a modern server explains its 4xx)."""
+    with suppress(ValueError):
+        message = json.loads(body)
+        if isinstance(message, dict) and message.get("id") == request_id and isinstance(message.get("error"), dict):
+            return body
+    return None
 
 
 def _error_frame(request_id: Any, message: str) -> bytes:
@@ -105,9 +128,14 @@ class StreamableHttpStream(_HttpStream):
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._listening = False
+        self._in_flight: dict[Any, anyio.CancelScope] = {}  # modern: cancelling closes the response stream
 
-    def set_protocol_version(self, version: str) -> None:
+    def set_protocol_version(self, version: str | None) -> None:
         self.protocol_version = version
+
+    @property
+    def modern(self) -> bool:
+        return is_modern(self.protocol_version)
 
     def _headers(self, accept: str) -> dict[str, str]:
         headers = {"Accept": accept}
@@ -118,11 +146,30 @@ class StreamableHttpStream(_HttpStream):
         return headers
 
     async def _post(self, frame: bytes) -> None:
-        request_id = _request_id(frame)
-        headers = {**self._headers(_ACCEPT_BOTH), "Content-Type": "application/json"}
+        request_id, method, params = _peek(frame)
+        if not self.modern:
+            await self._exchange(frame, request_id, self._headers(_ACCEPT_BOTH))
+            return
+        if method == "notifications/cancelled":
+            scope = self._in_flight.get((params or {}).get("requestId"))
+            if scope is not None:
+                scope.cancel()
+            return
+        headers = {"Accept": _ACCEPT_BOTH, **request_headers(method or "", params, self.protocol_version or "")}
+        if request_id is None:
+            await self._exchange(frame, None, headers)
+            return
+        with anyio.CancelScope() as self._in_flight[request_id]:
+            try:
+                await self._exchange(frame, request_id, headers)
+            finally:
+                del self._in_flight[request_id]
+
+    async def _exchange(self, frame: bytes, request_id: Any, headers: dict[str, str]) -> None:
+        headers = {**headers, "Content-Type": "application/json"}
         try:
             async with self._client.stream("POST", self._url, content=frame, headers=headers) as response:
-                if "mcp-session-id" in response.headers and self.session_id is None:
+                if "mcp-session-id" in response.headers and self.session_id is None and not self.modern:
                     self.session_id = response.headers["mcp-session-id"]
                 if response.status_code == 404 and self.session_id is not None:
                     log.info("upstream_session_expired")
@@ -130,7 +177,9 @@ class StreamableHttpStream(_HttpStream):
                     return
                 if response.status_code >= 400:
                     if request_id is not None:
-                        await self._deliver(_error_frame(request_id, f"answered HTTP {response.status_code}"))
+                        body = await self._read_body(response)
+                        reason = f"answered HTTP {response.status_code}"
+                        await self._deliver(_rpc_error_for(body, request_id) or _error_frame(request_id, reason))
                     return
                 if response.status_code == 202 or request_id is None:
                     return
@@ -156,8 +205,8 @@ class StreamableHttpStream(_HttpStream):
         """Relay a POST's SSE stream; if it ends before our answer, resume it with GET + Last-Event-ID."""
         last_id, retry_ms, answered = await self._relay(source, request_id)
         for _ in range(_MAX_RESUMES):
-            if answered or last_id is None:
-                return
+            if answered or last_id is None or self.modern:  # 2026-07-28 streams are not resumable
+                break
             await anyio.sleep((retry_ms or 1000) / 1000)
             headers = {**self._headers("text/event-stream"), "Last-Event-ID": last_id}
             async with aconnect_sse(self._client, "GET", self._url, headers=headers) as resumed:
@@ -183,7 +232,12 @@ class StreamableHttpStream(_HttpStream):
         return last_id, retry_ms, answered
 
     def _start_listening(self) -> None:
-        if not self._listening and self.session_id is not None and self.protocol_version is not None:
+        if (
+            not self._listening
+            and self.session_id is not None
+            and self.protocol_version is not None
+            and not self.modern
+        ):
             self._listening = True
             self._tg.start_soon(self._listen)
 

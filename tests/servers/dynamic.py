@@ -1,4 +1,5 @@
-"""A prompt list that changes at run time, announced with notifications/prompts/list_changed.
+"""A prompt list that changes at run time, announced with notifications/prompts/list_changed: to
+handshake-era clients on their session, to 2026-07-28 clients on their subscriptions/listen streams.
 
 Control prompts (called through the gateway like any prompt): ``add`` (argument ``name``) adds a
 prompt and announces it once; ``storm`` (argument ``count``) announces ``count`` times in a burst.
@@ -14,6 +15,8 @@ import mcp.types as t
 from mcp import MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, PromptsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tests.servers.common import run_stdio, text_result
 
@@ -29,15 +32,26 @@ async def list_prompts(ctx: object, params: t.PaginatedRequestParams | None) -> 
     return t.ListPromptsResult(prompts=list(prompts.values()))
 
 
+async def announce(ctx: ServerRequestContext) -> None:
+    if is_modern(ctx):
+        await bus.publish(PromptsListChanged())
+    else:
+        await ctx.session.send_prompt_list_changed()
+
+
+def is_modern(ctx: ServerRequestContext) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
 async def get_prompt(ctx: ServerRequestContext, params: t.GetPromptRequestParams) -> t.GetPromptResult:
     args = params.arguments or {}
     if params.name == "add":
         prompts[args["name"]] = t.Prompt(name=args["name"], description="added at run time")
-        await ctx.session.send_prompt_list_changed()
+        await announce(ctx)
         return text_result(f"added {args['name']}")
     if params.name == "storm":
         for _ in range(int(args["count"])):
-            await ctx.session.send_prompt_list_changed()
+            await announce(ctx)
         return text_result(f"announced {args['count']} times")
     if params.name == "whoami":
         headers = ctx.request.headers if ctx.request is not None else {}
@@ -50,7 +64,10 @@ async def get_prompt(ctx: ServerRequestContext, params: t.GetPromptRequestParams
     raise MCPError(code=-32602, message=f"Unknown prompt: {params.name}")
 
 
-server = Server("dynamic", on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+bus = InMemorySubscriptionBus()
+server = Server(
+    "dynamic", on_list_prompts=list_prompts, on_get_prompt=get_prompt, on_subscriptions_listen=ListenHandler(bus)
+)
 
 if __name__ == "__main__":
     print("dynamic server starting", file=sys.stderr, flush=True)

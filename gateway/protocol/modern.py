@@ -1,0 +1,194 @@
+"""Revision 2026-07-28 and later ("modern"): stateless requests, sans I/O.
+
+A modern request carries its protocol version and the client's capabilities in ``params._meta``;
+there is no handshake and no session. This module reads and checks that envelope, checks the HTTP
+headers that mirror the body (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``), and writes
+the envelope the gateway itself sends to modern upstreams. The order of the checks follows the
+spec's ladder: envelope present, then headers agree with the body, then the version is one we speak.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    HeaderMismatch,
+    InvalidParams,
+    UnsupportedVersion,
+)
+from gateway.protocol.versions import ALL_VERSIONS, MODERN_VERSIONS
+
+RESERVED_PREFIX = "io.modelcontextprotocol/"
+PROTOCOL_VERSION_KEY = RESERVED_PREFIX + "protocolVersion"
+CLIENT_CAPABILITIES_KEY = RESERVED_PREFIX + "clientCapabilities"
+CLIENT_INFO_KEY = RESERVED_PREFIX + "clientInfo"
+SERVER_INFO_KEY = RESERVED_PREFIX + "serverInfo"
+SUBSCRIPTION_ID_KEY = RESERVED_PREFIX + "subscriptionId"
+
+NAME_BEARING_METHODS: Mapping[str, str] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+"""Methods whose ``params.<field>`` is mirrored in the ``Mcp-Name`` header."""
+
+HTTP_STATUS_FOR_CODE: Mapping[int, int] = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+"""The HTTP status of a modern error answer; codes not listed are answered with 200."""
+
+RECOGNIZED_MODERN_ERRORS = frozenset(
+    {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
+)
+"""Error codes that only a modern server sends: seeing one proves the peer is modern (no fallback)."""
+
+_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$", re.DOTALL)
+_HEADER_SAFE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What a modern request says about itself."""
+
+    version: str
+    capabilities: Mapping[str, Any]
+    client_info: Mapping[str, Any] | None
+
+
+def carries_envelope(params: Mapping[str, Any] | None) -> bool:
+    """Whether a request claims to be modern. The version key alone decides, so a half-built envelope
+    is judged (and refused with a reason) as modern rather than served as legacy."""
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    return isinstance(meta, Mapping) and PROTOCOL_VERSION_KEY in meta
+
+
+def read_envelope(params: Mapping[str, Any] | None) -> Envelope:
+    """The envelope of a request, or InvalidParams naming what is missing or malformed."""
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    if not isinstance(meta, Mapping):
+        raise InvalidParams(
+            f"Invalid params: _meta must be an object carrying {PROTOCOL_VERSION_KEY} and {CLIENT_CAPABILITIES_KEY}"
+        )
+    missing = [key for key in (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY) if key not in meta]
+    if missing:
+        raise InvalidParams(f"Invalid params: _meta is missing {', '.join(missing)}")
+    version, capabilities = meta[PROTOCOL_VERSION_KEY], meta[CLIENT_CAPABILITIES_KEY]
+    if not isinstance(version, str):
+        raise InvalidParams(f"Invalid params: _meta.{PROTOCOL_VERSION_KEY} must be a string")
+    if not isinstance(capabilities, Mapping):
+        raise InvalidParams(f"Invalid params: _meta.{CLIENT_CAPABILITIES_KEY} must be an object")
+    info = meta.get(CLIENT_INFO_KEY)
+    return Envelope(version, capabilities, info if isinstance(info, Mapping) else None)
+
+
+def check_version(envelope: Envelope) -> None:
+    if envelope.version not in MODERN_VERSIONS:
+        raise UnsupportedVersion(envelope.version, supported_versions())
+
+
+def supported_versions() -> list[str]:
+    """Newest first, as a client choosing one reads them; the handshake revisions are served via
+    ``initialize``."""
+    return list(reversed(ALL_VERSIONS))
+
+
+# ---- HTTP header mirroring ---------------------------------------------------------------------
+
+
+def encode_header_value(value: str) -> str:
+    """A header-safe rendering: as it is when plain visible ASCII, else the ``=?base64?...?=`` form."""
+    if _HEADER_SAFE.match(value) and not _SENTINEL.match(value):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+
+
+def decode_header_value(value: str) -> str | None:
+    """The value a header carries, or None when it is not a valid header value at all."""
+    match = _SENTINEL.match(value)
+    if match is None:
+        return value if value == "" or _HEADER_SAFE.match(value) else None
+    try:
+        return base64.b64decode(match["payload"], validate=True).decode()
+    except (binascii.Error, ValueError):
+        return None
+
+
+def request_headers(method: str, params: Mapping[str, Any] | None, version: str) -> dict[str, str]:
+    """The headers a modern client sends with a request (the gateway, towards an upstream)."""
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": method}
+    field = NAME_BEARING_METHODS.get(method)
+    if field is not None and isinstance(params, Mapping) and isinstance(params.get(field), str):
+        headers["Mcp-Name"] = encode_header_value(params[field])
+    return headers
+
+
+def check_headers(headers: Mapping[str, str], method: str, params: Mapping[str, Any] | None, version: str) -> None:
+    """HeaderMismatch unless the mirrored headers (lower-case names) agree with the body."""
+    stated = headers.get("mcp-protocol-version")
+    if stated is None:
+        raise HeaderMismatch("Header mismatch: the MCP-Protocol-Version header is required")
+    if stated != version:
+        raise HeaderMismatch(
+            f"Header mismatch: MCP-Protocol-Version header {stated!r} does not match _meta version {version!r}"
+        )
+    stated_method = headers.get("mcp-method")
+    if stated_method is None:
+        raise HeaderMismatch("Header mismatch: the Mcp-Method header is required")
+    if stated_method != method:
+        raise HeaderMismatch(f"Header mismatch: Mcp-Method header {stated_method!r} does not match body {method!r}")
+    field = NAME_BEARING_METHODS.get(method)
+    if field is None:
+        return
+    raw_name = headers.get("mcp-name")
+    if raw_name is None:
+        raise HeaderMismatch(f"Header mismatch: the Mcp-Name header is required for {method}")
+    name = decode_header_value(raw_name)
+    if name is None:
+        raise HeaderMismatch("Header mismatch: the Mcp-Name header is not a valid header value")
+    body_value = params.get(field) if isinstance(params, Mapping) else None
+    if name != body_value:
+        raise HeaderMismatch(f"Header mismatch: Mcp-Name header {name!r} does not match params.{field}")
+
+
+# ---- what the gateway sends upstream -----------------------------------------------------------
+
+
+def without_envelope(params: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``params`` with the reserved per-request keys removed (they describe the client's request to us,
+    not ours to the upstream); other ``_meta`` keys (progress token, trace context) stay."""
+    if params is None:
+        return None
+    meta = params.get("_meta")
+    if not isinstance(meta, Mapping) or not any(key.startswith(RESERVED_PREFIX) for key in meta):
+        return dict(params)
+    kept = {key: value for key, value in meta.items() if not key.startswith(RESERVED_PREFIX)}
+    rest = {key: value for key, value in params.items() if key != "_meta"}
+    return {**rest, "_meta": kept} if kept else rest
+
+
+def with_envelope(params: Mapping[str, Any] | None, *, version: str, client_info: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` as a modern request from the gateway. The client's capabilities (when it is modern)
+    travel on, so an upstream's multi round-trip requests reach a client that can answer them."""
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    capabilities = meta.get(CLIENT_CAPABILITIES_KEY) if isinstance(meta, Mapping) else None
+    stripped = without_envelope(params) or {}
+    envelope = {
+        PROTOCOL_VERSION_KEY: version,
+        CLIENT_CAPABILITIES_KEY: dict(capabilities) if isinstance(capabilities, Mapping) else {},
+        CLIENT_INFO_KEY: dict(client_info),
+    }
+    return {**stripped, "_meta": {**stripped.get("_meta", {}), **envelope}}
