@@ -108,7 +108,7 @@ class Page:
     next_cursor: str | None
     ttl_ms: int | None = None  # the upstream's freshness hint (2026-07-28 upstreams give one)
     private: bool = False
-    fetched_at: float = field(default_factory=time.monotonic)
+    fetched_at: float = 0.0
 
     def fresh_ms(self, now: float) -> float:
         assert self.ttl_ms is not None  # noqa: S101 - callers ask only pages that carry a hint
@@ -174,6 +174,7 @@ class Catalog:
         on_upstream_error: Literal["skip", "fail"] = "skip",
         progress: ProgressRelay | None = None,
         ttl_ms: int = 60_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.mounts = tuple(mounts)
         self._codec = codec
@@ -183,6 +184,7 @@ class Catalog:
         self._on_upstream_error = on_upstream_error
         self._progress = progress or ProgressRelay()
         self.ttl_ms = ttl_ms  # how long a listing stays fresh when every upstream announces its changes
+        self._clock = clock
         self._states = [_MountState() for _ in self.mounts]
         self._by_namespace = {m.namespace: i for i, m in enumerate(self.mounts)}
         self._flights = _SingleFlight()
@@ -199,10 +201,10 @@ class Catalog:
     async def _page(self, i: int, cursor: str | None) -> Page:
         mount, state = self.mounts[i], self._states[i]
         cached = state.pages.get(cursor)
-        if cached is not None and (cached.ttl_ms is None or cached.fresh_ms(time.monotonic()) > 0):
+        if cached is not None and (cached.ttl_ms is None or cached.fresh_ms(self._clock()) > 0):
             return cached
         epoch = state.epoch
-        page = await self._flights.run((i, epoch, cursor), lambda: self._fetch_page(mount, cursor))
+        page = await self._flights.run((i, epoch, cursor), lambda: self._fetch_page(mount, cursor, self._clock()))
         state = self._states[i]
         cacheable = mount.source.announces_list_changes or (page.ttl_ms or 0) > 0
         if cacheable and state.epoch == epoch:
@@ -210,7 +212,7 @@ class Catalog:
         return page
 
     @staticmethod
-    async def _fetch_page(mount: Mount, cursor: str | None) -> Page:
+    async def _fetch_page(mount: Mount, cursor: str | None, now: float) -> Page:
         params = None if cursor is None else {"cursor": cursor}
         raw = await mount.source.request("prompts/list", params)
         try:
@@ -223,7 +225,7 @@ class Catalog:
             raise UpstreamProtocolError(mount.namespace, f"sent a cursor over {MAX_UPSTREAM_CURSOR_CHARS} characters")
         _check_result_type(mount, raw, "prompts/list")
         ttl_ms = None if result.ttlMs is None else max(0, int(result.ttlMs))
-        return Page(tuple(raw["prompts"]), result.nextCursor, ttl_ms, result.cacheScope == "private")
+        return Page(tuple(raw["prompts"]), result.nextCursor, ttl_ms, result.cacheScope == "private", now)
 
     async def _index(self, i: int, *, refresh: bool = False) -> dict[str, dict[str, Any]]:
         """All of one upstream's prompts by their own names (first of a duplicated name wins)."""
@@ -315,7 +317,7 @@ class Catalog:
             position = self._codec.decode(cursor, generation=self._generation, upstream_count=len(self.mounts))
         prompts: list[dict[str, Any]] = []
         unavailable: list[str] = []
-        freshness = _Freshness(private=viewer is not None)
+        freshness = _Freshness(private=viewer is not None, now=self._clock())
         for _ in range(MAX_EMPTY_ROUNDS):
             position = await self._list_round(position, prompts, unavailable, viewer, freshness)
             if prompts or position.finished:
@@ -533,11 +535,12 @@ class _Freshness:
     """What a merged listing page is made of, for its ``ttlMs`` and ``cacheScope``."""
 
     private: bool
+    now: float
     ttls_ms: list[float] = field(default_factory=list)
 
     def note(self, page: Page, announces: bool, default_ms: int) -> None:
         if page.ttl_ms is not None:
-            self.ttls_ms.append(page.fresh_ms(time.monotonic()))
+            self.ttls_ms.append(page.fresh_ms(self.now))
         else:
             self.ttls_ms.append(default_ms if announces else 0)  # unannounced changes: always re-ask
         self.private = self.private or page.private

@@ -61,10 +61,12 @@ class Subscription:
     def __init__(self, *, prompts: bool) -> None:
         self._prompts = prompts
         self._woken = anyio.Event()
+        self._pending = False
         self._closing = False
 
     def list_changed(self) -> None:
         if self._prompts:
+            self._pending = True
             self._woken.set()
 
     def close(self) -> None:
@@ -72,10 +74,15 @@ class Subscription:
         self._woken.set()
 
     async def next_change(self) -> bool:
-        """True for a list change (changes while one is being sent coalesce), False once closing."""
+        """True for a list change (changes while one is being sent coalesce), False once closing; a change
+        that came before the close is still delivered."""
         await self._woken.wait()
-        self._woken = anyio.Event()
-        return not self._closing
+        if not self._closing:
+            self._woken = anyio.Event()
+        if self._pending:
+            self._pending = False
+            return True
+        return False
 
 
 class Hub:

@@ -25,6 +25,9 @@ class FakePromptSource:
     ready: bool = True
     calls: list[tuple[str, dict[str, Any] | None]] = field(default_factory=list)
     fail_with: Callable[[str], Exception] | None = None
+    list_ttl_ms: int | None = None  # a 2026-07-28 upstream's freshness hint on each page
+    list_private: bool = False
+    replies: dict[str, dict[str, Any]] = field(default_factory=dict)  # canned results by method
 
     @classmethod
     def numbered(cls, namespace: str, count: int, **kwargs: Any) -> FakePromptSource:
@@ -37,12 +40,16 @@ class FakePromptSource:
         if self.fail_with is not None:
             raise self.fail_with(method)
         await anyio.lowlevel.checkpoint()
+        if method in self.replies:
+            return self.replies[method]
         if method == "prompts/list":
             start = int((params or {}).get("cursor") or 0)
             end = start + self.page_size
             result: dict[str, Any] = {"prompts": self.prompts[start:end]}
             if end < len(self.prompts):
                 result["nextCursor"] = str(end)
+            if self.list_ttl_ms is not None:
+                result.update(ttlMs=self.list_ttl_ms, cacheScope="private" if self.list_private else "public")
             return result
         if method == "prompts/get":
             assert params is not None  # noqa: S101

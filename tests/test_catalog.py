@@ -7,7 +7,14 @@ from hypothesis import strategies as st
 
 from gateway.catalog import UNAVAILABLE_META_KEY, Catalog, Mount
 from gateway.cursor import CursorCodec
-from gateway.errors import InvalidCursor, InvalidParams, UnknownPrompt, UpstreamProtocolError, UpstreamUnavailable
+from gateway.errors import (
+    InvalidCursor,
+    InvalidParams,
+    UnknownPrompt,
+    UpstreamProtocolError,
+    UpstreamUnavailable,
+    UpstreamUnsupported,
+)
 from gateway.policy import Rules
 from gateway.testing import FakePromptSource
 
@@ -23,6 +30,7 @@ def catalog(
     page_size: int | None = None,
     secret: bytes = b"s" * 32,
     on_upstream_error: str = "skip",
+    clock: Any = None,
 ) -> Catalog:
     mounts = [
         Mount(
@@ -39,6 +47,7 @@ def catalog(
         policy=policy or Rules(separator=SEP),
         page_size=page_size,
         on_upstream_error=on_upstream_error,
+        **({"clock": clock} if clock is not None else {}),
     )  # type: ignore[arg-type]
 
 
@@ -292,3 +301,66 @@ async def test_invalid_upstream_results_are_contained() -> None:
         await catalog(BrokenGet("g")).get_prompt({"name": "g__x"})
     assert info.value.code == -32603
     assert "messages.0.content.data: Value error, not valid base64" in info.value.message
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_merged_page_is_as_fresh_as_its_least_fresh_part() -> None:
+    clock = Clock()
+    hinted = FakePromptSource.numbered("m", 2, list_ttl_ms=5_000, announces_list_changes=False)
+    announcing = FakePromptSource.numbered("a", 2)
+    page = await catalog(hinted, announcing, clock=clock).list_prompts(None)
+    assert (page["ttlMs"], page["cacheScope"]) == (5_000, "public")
+    assert (await catalog(announcing, clock=clock).list_prompts(None))["ttlMs"] == 60_000  # the configured default
+    silent = FakePromptSource.numbered("s", 2, announces_list_changes=False)
+    assert (await catalog(announcing, silent).list_prompts(None))["ttlMs"] == 0  # its changes go unannounced
+    private = FakePromptSource.numbered("p", 2, list_ttl_ms=9_000, list_private=True)
+    assert (await catalog(announcing, private).list_prompts(None))["cacheScope"] == "private"
+    assert (await catalog(announcing).list_prompts(None, viewer=Rules(separator=SEP)))["cacheScope"] == "private"
+    down = FakePromptSource.numbered("d", 2, ready=False)
+    assert (await catalog(announcing, down).list_prompts(None))["ttlMs"] == 0  # ask again: it may be back
+
+
+async def test_pages_with_a_ttl_are_cached_until_it_runs_out() -> None:
+    clock = Clock()
+    hinted = FakePromptSource.numbered("m", 2, list_ttl_ms=5_000, announces_list_changes=False)
+    cat = catalog(hinted, clock=clock)
+    await cat.list_prompts(None)
+    clock.now += 4.0
+    again = await cat.list_prompts(None)
+    assert hinted.count("prompts/list") == 1
+    assert again["ttlMs"] == 1_000  # what is left of the page's freshness
+    clock.now += 1.0
+    await cat.list_prompts(None)
+    assert hinted.count("prompts/list") == 2
+    zero = FakePromptSource.numbered("z", 2, list_ttl_ms=0, announces_list_changes=False)
+    cat = catalog(zero, clock=clock)
+    await cat.list_prompts(None)
+    await cat.list_prompts(None)
+    assert zero.count("prompts/list") == 2
+
+
+async def test_input_required_passes_through_to_modern_clients_only() -> None:
+    waiting = {
+        "resultType": "input_required",
+        "inputRequests": {"who": {"method": "elicitation/create", "params": {"message": "name?"}}},
+        "requestState": "opaque",
+    }
+    source = FakePromptSource.numbered("m", 1, replies={"prompts/get": waiting})
+    cat = catalog(source)
+    assert await cat.get_prompt({"name": "m__p00000"}, input_required=True) is waiting
+    with pytest.raises(UpstreamUnsupported, match="only 2026-07-28 clients can answer") as caught:
+        await cat.get_prompt({"name": "m__p00000"})
+    assert caught.value.code == -32603
+    source.replies["prompts/get"] = {"resultType": "input_required"}
+    with pytest.raises(UpstreamProtocolError, match="needs inputRequests or requestState"):
+        await cat.get_prompt({"name": "m__p00000"}, input_required=True)
+    source.replies["prompts/get"] = {"resultType": "deferred", "messages": []}
+    with pytest.raises(UpstreamProtocolError, match="unknown resultType 'deferred'"):
+        await cat.get_prompt({"name": "m__p00000"}, input_required=True)
