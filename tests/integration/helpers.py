@@ -155,11 +155,14 @@ async def running_gateway(config: Path, *extra: str) -> AsyncIterator[RunningGat
         assert process.stderr is not None
         lines = BufferedByteReceiveStream(process.stderr)
         running: RunningGateway | None = None
+        before: list[dict[str, Any]] = []  # start-up events (upstreams settle before the gateway listens)
         with anyio.fail_after(30):
             while running is None:
                 event = json.loads(await lines.receive_until(b"\n", 1 << 20))
                 if event.get("event") == "http_listening":
-                    running = RunningGateway(event["url"].rsplit("/", 1)[0], process)
+                    running = RunningGateway(event["url"].rsplit("/", 1)[0], process, before)
+                else:
+                    before.append(event)
 
         async def collect() -> None:
             ended = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.IncompleteRead)

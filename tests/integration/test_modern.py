@@ -1,0 +1,315 @@
+"""Revision 2026-07-28 end to end: SDK clients pinned to it over stdio and Streamable HTTP, 2026-07-28
+upstreams over stdio and Streamable HTTP, and clients of older revisions served by newer upstreams."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import mcp.types as t
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp import Client, MCPError
+
+from tests.integration.helpers import (
+    ROOT,
+    demo_upstream,
+    gateway_command,
+    gateway_params,
+    http_upstream,
+    running_gateway,
+    sdk_upstream,
+    write_config,
+)
+from tests.schema_check import check
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+HTTP = {"transport": "http", "port": 0}
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+}
+
+
+async def answer_who(context: object, params: t.ElicitRequestParams) -> t.ElicitResult:
+    assert isinstance(params, t.ElicitRequestFormParams)
+    assert params.message == "Who are you?"
+    return t.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+def upstreams() -> list[dict[str, Any]]:
+    return [
+        sdk_upstream("dyn", "dynamic"),
+        sdk_upstream("comp", "completing"),
+        sdk_upstream("rich", "rich"),
+        demo_upstream("writing", "writing"),  # a handshake-only server among 2026-07-28 ones
+    ]
+
+
+async def exercise(client: Client) -> None:
+    """What a 2026-07-28 client does through the gateway, whatever the transport."""
+    assert client.protocol_version == "2026-07-28"
+    listing = await client.list_prompts()
+    names = {p.name for p in listing.prompts}
+    assert {"dyn__pid", "comp__weather", "rich__voice", "rich__greet", "writing__summarize"} <= names
+    assert listing.ttl_ms == 0  # the demo server never announces changes: the list may change any time
+    voice = await client.get_prompt("rich__voice")
+    assert [m.content.type for m in voice.messages] == ["audio", "resource_link"]  # this client speaks both
+    greeting = await client.get_prompt("rich__greet")  # InputRequiredResult relayed; the retry goes through too
+    assert greeting.messages[0].content == t.TextContent(type="text", text="Hello, Ada (state asked-once)")
+    ref = t.PromptReference(type="ref/prompt", name="comp__weather")
+    completed = await client.complete(ref, {"name": "city", "value": "n"}, context_arguments={"country": "FR"})
+    assert completed.completion.values == ["Nice"]
+    async with client.listen(prompts_list_changed=True) as subscription:
+        assert subscription.honored.prompts_list_changed is True
+        await client.get_prompt("dyn__add", {"name": "fresh"})
+        with anyio.fail_after(20):
+            async for _ in subscription:
+                break
+    assert "dyn__fresh" in {p.name for p in (await client.list_prompts()).prompts}
+
+
+async def test_a_2026_client_over_stdio(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", upstreams())
+    async with Client(gateway_params(config), mode="2026-07-28", cache=None, elicitation_callback=answer_who) as c:
+        await exercise(c)
+    async with Client(gateway_params(config), mode="auto", cache=None) as auto:
+        assert auto.protocol_version == "2026-07-28"  # it discovered the gateway, so it did not fall back
+        assert auto.server_info is not None
+        assert auto.server_info.name == "mcp-prompt-gateway"
+        assert auto.server_capabilities.prompts is not None
+        assert auto.server_capabilities.prompts.list_changed is True
+
+
+async def test_a_2026_client_over_streamable_http_and_each_upstream_in_its_own_era(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", upstreams(), server=HTTP)
+    async with running_gateway(config) as gateway:
+        eras = {}
+        for _ in range(4):
+            event = await gateway.wait_for_event("upstream_state")
+            while event["state"] != "ready":
+                event = await gateway.wait_for_event("upstream_state")
+            eras[event["upstream"]] = event["protocol_version"]
+        assert eras == {"dyn": "2026-07-28", "comp": "2026-07-28", "rich": "2026-07-28", "writing": "2025-11-25"}
+        url = f"{gateway.url}/mcp"
+        async with Client(url, mode="2026-07-28", cache=None, elicitation_callback=answer_who) as client:
+            await exercise(client)
+
+
+async def post(http: httpx.AsyncClient, url: str, body: dict[str, Any], **headers: str) -> httpx.Response:
+    base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    return await http.post(url, content=json.dumps(body), headers={**base, **headers})
+
+
+def modern(request_id: int, method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"_meta": dict(ENVELOPE), **params}}
+
+
+async def test_stateless_http_requests_are_checked_in_the_spec_order(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", [sdk_upstream("rich", "rich")], server=HTTP)
+    async with running_gateway(config) as gateway, httpx.AsyncClient() as http:
+        url = f"{gateway.url}/mcp"
+        ok = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "rich__voice"}
+
+        answer = await post(http, url, modern(1, "prompts/get", name="rich__voice"), **ok)
+        assert answer.status_code == 200
+        assert "mcp-session-id" not in answer.headers  # no sessions in this revision
+        check("2026-07-28", "GetPromptResultResponse", answer.json())
+
+        discovered = await post(http, url, modern(2, "server/discover"), **{**ok, "Mcp-Method": "server/discover"})
+        check("2026-07-28", "DiscoverResultResponse", discovered.json())
+
+        listed = await post(http, url, modern(3, "prompts/list"), **{**ok, "Mcp-Method": "prompts/list"})
+        check("2026-07-28", "ListPromptsResultResponse", listed.json())
+        assert 0 < listed.json()["result"]["ttlMs"] <= 30_000  # what is left of the upstream's own hint
+
+        named = "=?base64?" + base64.b64encode(b"rich__voice").decode() + "?="
+        assert (
+            await post(http, url, modern(4, "prompts/get", name="rich__voice"), **{**ok, "Mcp-Name": named})
+        ).is_success
+
+        no_caps = modern(5, "prompts/list")
+        del no_caps["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+        refused = await post(http, url, no_caps, **{**ok, "Mcp-Method": "prompts/list"})
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == -32602
+        assert "clientCapabilities" in refused.json()["error"]["message"]
+
+        mismatch = await post(
+            http, url, modern(6, "prompts/get", name="rich__voice"), **{**ok, "Mcp-Name": "rich__greet"}
+        )
+        assert mismatch.status_code == 400
+        check("2026-07-28", "HeaderMismatchError", mismatch.json())
+
+        missing = await post(http, url, modern(7, "prompts/list"), **{"MCP-Protocol-Version": "2026-07-28"})
+        assert (missing.status_code, missing.json()["error"]["code"]) == (400, -32020)
+
+        future = modern(8, "prompts/list")
+        future["params"]["_meta"] = {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
+        unsupported = await post(
+            http, url, future, **{"MCP-Protocol-Version": "2099-01-01", "Mcp-Method": "prompts/list"}
+        )
+        assert unsupported.status_code == 400
+        check("2026-07-28", "UnsupportedProtocolVersionError", unsupported.json())
+        assert "2026-07-28" in unsupported.json()["error"]["data"]["supported"]
+
+        unknown = await post(http, url, modern(9, "tools/list"), **{**ok, "Mcp-Method": "tools/list"})
+        assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, -32601)
+
+        gone = await http.get(url, headers={"MCP-Protocol-Version": "2026-07-28", "Accept": "text/event-stream"})
+        assert gone.status_code == 405
+
+        stale_session = await post(
+            http, url, modern(10, "prompts/list"), **{**ok, "Mcp-Method": "prompts/list", "Mcp-Session-Id": "nope"}
+        )
+        assert stale_session.status_code == 200  # an old session header is ignored, not a 404
+
+        # A legacy session on the same endpoint keeps working alongside.
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "old", "version": "0"}}
+        legacy = await post(http, url, {"jsonrpc": "2.0", "id": 11, "method": "initialize", "params": init})
+        assert legacy.json()["result"]["protocolVersion"] == "2025-11-25"
+        assert "mcp-session-id" in legacy.headers
+
+
+async def test_a_listen_stream_over_http_is_tagged_and_closed_by_the_client(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", [sdk_upstream("dyn", "dynamic")], server=HTTP)
+    async with running_gateway(config) as gateway, httpx.AsyncClient(timeout=20) as http:
+        url = f"{gateway.url}/mcp"
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "subscriptions/listen",
+        }
+        body = modern(42, "subscriptions/listen", notifications={"promptsListChanged": True, "toolsListChanged": True})
+        async with http.stream("POST", url, content=json.dumps(body), headers=headers) as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            lines = stream.aiter_lines()
+
+            async def next_message() -> dict[str, Any]:
+                async for line in lines:
+                    if line.startswith("data: "):
+                        return json.loads(line[6:])  # type: ignore[no-any-return]
+                raise AssertionError("the stream ended")
+
+            ack = await next_message()
+            check("2026-07-28", "SubscriptionsAcknowledgedNotification", ack)
+            assert ack["params"] == {
+                "_meta": {"io.modelcontextprotocol/subscriptionId": 42},
+                "notifications": {"promptsListChanged": True},  # tools are not ours to announce
+            }
+            get = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "dyn__add"}
+            added = await post(http, url, modern(43, "prompts/get", name="dyn__add", arguments={"name": "x"}), **get)
+            assert added.status_code == 200
+            changed = await next_message()
+            check("2026-07-28", "PromptListChangedNotification", changed)
+            assert changed["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": 42}
+        # Closing the stream ended the subscription: the gateway forgets it (its metrics gauge counts it).
+        with anyio.fail_after(10):
+            while True:
+                metrics = (await http.get(f"{gateway.url}/metrics")).text
+                if "prompt_gateway_sessions 0.0" in metrics:
+                    break
+                await anyio.sleep(0.05)
+
+
+async def test_old_clients_get_new_content_in_a_form_their_revision_defines(tmp_path: Path) -> None:
+    """A 2024-11-05 client of a 2026-07-28 upstream: audio and resource_link are rewritten (and validated
+    against the 2024-11-05 schema); a prompt that needs a multi round-trip is a clear error."""
+    config = write_config(tmp_path / "c.toml", [sdk_upstream("rich", "rich")])
+    async with await anyio.open_process(gateway_command(config, "serve"), cwd=ROOT) as process:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        out = BufferedByteReceiveStream(process.stdout)
+
+        async def call(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            assert process.stdin is not None
+            await process.stdin.send(json.dumps(message).encode() + b"\n")
+            with anyio.fail_after(20):
+                return json.loads(await out.receive_until(b"\n", 1 << 20))  # type: ignore[no-any-return]
+
+        init = {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "old", "version": "0"}}
+        assert (await call(1, "initialize", init))["result"]["protocolVersion"] == "2024-11-05"
+        await process.stdin.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        listing = await call(2, "prompts/list", {})
+        check("2024-11-05", "JSONRPCResponse", listing)
+        assert "ttlMs" not in listing["result"]
+        voice = await call(3, "prompts/get", {"name": "rich__voice"})
+        check("2024-11-05", "GetPromptResult", voice["result"])
+        audio, link = (m["content"] for m in voice["result"]["messages"])
+        assert audio["type"] == "resource"
+        assert audio["resource"]["mimeType"] == "audio/wav"
+        assert link == {"type": "text", "text": "Resource link: today <file:///notes/today.md> (text/markdown)"}
+        greet = await call(4, "prompts/get", {"name": "rich__greet"})
+        assert greet["error"]["code"] == -32603
+        assert "only 2026-07-28 clients can answer" in greet["error"]["message"]
+        await process.stdin.aclose()
+        with anyio.fail_after(20):
+            await process.wait()
+
+
+async def test_a_2026_upstream_over_streamable_http(tmp_path: Path) -> None:
+    """Probed, spoken to statelessly (headers mirrored), its list changes reach a handshake-era client."""
+    async with http_upstream("dynamic", "streamable-http") as upstream_url:
+        config = write_config(
+            tmp_path / "c.toml",
+            [{"namespace": "remote", "transport": "streamable-http", "url": upstream_url}],
+            server=HTTP,
+        )
+        async with running_gateway(config) as gateway:
+            ready = await gateway.wait_for_event("upstream_state")
+            while ready["state"] != "ready":
+                ready = await gateway.wait_for_event("upstream_state")
+            assert ready["protocol_version"] == "2026-07-28"
+            changes = ListChanged()
+            async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client:
+                await client.get_prompt("remote__add", {"name": "over_http"})
+                await changes.wait()
+                assert "remote__over_http" in {p.name for p in (await client.list_prompts()).prompts}
+                pid = await client.get_prompt("remote__pid")
+                assert isinstance(pid.messages[0].content, t.TextContent)
+
+
+class ListChanged:
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+
+    async def __call__(self, message: object) -> None:
+        if isinstance(message, t.PromptListChangedNotification):
+            self.event.set()
+
+    async def wait(self) -> None:
+        with anyio.fail_after(20):
+            await self.event.wait()
+
+
+async def test_the_era_can_be_pinned_per_upstream(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml",
+        [
+            sdk_upstream("old", "dynamic", protocol="legacy"),  # a dual-era server held to the handshake
+            demo_upstream("new", "writing", protocol="modern"),  # a handshake-only server cannot be modern
+        ],
+        server=HTTP,
+    )
+    async with running_gateway(config) as gateway:
+        seen: dict[str, dict[str, Any]] = {}
+        while len(seen) < 2:
+            event = await gateway.wait_for_event("upstream_state")
+            if event["state"] in ("ready", "failed"):
+                seen[event["upstream"]] = event
+        assert seen["old"]["protocol_version"] == "2025-11-25"
+        assert seen["new"]["state"] == "failed"
+        assert "refused server/discover" in seen["new"]["error"]
+        async with Client(f"{gateway.url}/mcp", mode="2026-07-28", cache=None) as client:
+            names = {p.name for p in (await client.list_prompts()).prompts}
+            assert "old__pid" in names
+            with pytest.raises(MCPError, match="Upstream 'new' is not connected"):
+                await client.get_prompt("new__summarize")
