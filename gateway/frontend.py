@@ -32,8 +32,14 @@ from gateway.metrics import Metrics
 from gateway.policy import Rules
 from gateway.protocol.eras import for_client
 from gateway.protocol.jsonrpc import Notification, Request
-from gateway.protocol.modern import SUBSCRIPTION_ID_KEY, carries_envelope, check_version, read_envelope
-from gateway.protocol.versions import MODERN_VERSIONS, negotiate
+from gateway.protocol.modern import (
+    SUBSCRIPTION_ID_KEY,
+    carries_envelope,
+    check_version,
+    read_envelope,
+    supported_versions,
+)
+from gateway.protocol.versions import negotiate
 from gateway.rpc import Notify
 
 SessionState = Literal["new", "initializing", "ready", "closed"]
@@ -162,7 +168,7 @@ class PromptService:
         catalog = self._catalog()
         if method == "server/discover":
             return {
-                "supportedVersions": list(reversed(MODERN_VERSIONS)),
+                "supportedVersions": supported_versions(),
                 "capabilities": self.capabilities(completions=completions),
                 "ttlMs": catalog.ttl_ms,
                 "cacheScope": "public",

@@ -301,10 +301,11 @@ class HttpFrontend:
         if isinstance(message, Response):
             return message
         version = request.headers.get("mcp-protocol-version")
-        if isinstance(message, Request) and message.method != "initialize":
-            if version in MODERN_VERSIONS or carries_envelope(message.params):
-                return await self._serve_stateless(request, message, principal)
-        elif isinstance(message, Notification) and version in MODERN_VERSIONS:
+        if isinstance(message, Request) and (
+            version in MODERN_VERSIONS or (message.method != "initialize" and carries_envelope(message.params))
+        ):
+            return await self._serve_stateless(request, message, principal)  # initialize included: 404, removed
+        if isinstance(message, Notification) and version in MODERN_VERSIONS:
             return Response(status_code=202)  # 2026-07-28 defines no client notifications over HTTP
         if version is not None and version not in HANDSHAKE_VERSIONS:
             return _plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")

@@ -28,7 +28,7 @@ from gateway.errors import (
     InvalidParams,
     UnsupportedVersion,
 )
-from gateway.protocol.versions import ALL_VERSIONS, MODERN_VERSIONS
+from gateway.protocol.versions import MODERN_VERSIONS
 
 RESERVED_PREFIX = "io.modelcontextprotocol/"
 PROTOCOL_VERSION_KEY = RESERVED_PREFIX + "protocolVersion"
@@ -101,9 +101,9 @@ def check_version(envelope: Envelope) -> None:
 
 
 def supported_versions() -> list[str]:
-    """Newest first, as a client choosing one reads them; the handshake revisions are served via
-    ``initialize``."""
-    return list(reversed(ALL_VERSIONS))
+    """The revisions a stateless request may name, newest first: the same list ``server/discover``
+    gives (the handshake revisions are reached through ``initialize``, not through this envelope)."""
+    return list(reversed(MODERN_VERSIONS))
 
 
 # ---- HTTP header mirroring ---------------------------------------------------------------------

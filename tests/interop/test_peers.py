@@ -34,6 +34,25 @@ PROMPT_SCENARIOS = (
 )
 
 
+PROMPT_SCENARIOS_2026 = (
+    "server-stateless",
+    "completion-complete",
+    "prompts-list",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
+    "dns-rebinding-protection",
+    "caching",
+    "sep-2164-resource-not-found",
+    "input-required-result-non-tool-request",
+    "input-required-result-missing-input-response",
+    "input-required-result-unsupported-methods",
+    "input-required-result-ignore-extra-params",
+    "input-required-result-validate-input",
+)
+
+
 def conformance_upstream() -> dict[str, Any]:
     return {
         "namespace": "conformance",
@@ -49,7 +68,7 @@ async def run(*command: str, timeout: float = 300) -> subprocess.CompletedProces
         return await anyio.run_process(list(command), cwd=ROOT / "interop", check=False)
 
 
-async def test_official_conformance_suite(node: str, tmp_path: Path) -> None:
+async def test_official_conformance_suite_handshake_revisions(node: str, tmp_path: Path) -> None:
     config = write_config(tmp_path / "c.toml", [conformance_upstream()], server=HTTP)
     async with running_gateway(config) as gw:
         result = await run(
@@ -58,6 +77,8 @@ async def test_official_conformance_suite(node: str, tmp_path: Path) -> None:
             "server",
             "--url",
             f"{gw.url}/mcp",
+            "--spec-version",
+            "2025-11-25",
             "--expected-failures",
             "conformance-baseline.yml",
         )
@@ -67,13 +88,62 @@ async def test_official_conformance_suite(node: str, tmp_path: Path) -> None:
         assert re.search(rf"{scenario}: [1-9]\d* passed, 0 failed", output), f"{scenario} did not pass"
 
 
+async def test_official_conformance_suite_2026_07_28(node: str, tmp_path: Path) -> None:
+    """Everything 2026-07-28 requires of a server, check by check: a failing check must be one that
+    cannot apply to a prompts-only gateway (listed with its reason), and every prompts, completion,
+    stateless-protocol, caching and multi round-trip check of a prompt must pass."""
+    config = write_config(tmp_path / "c.toml", [conformance_upstream()], server=HTTP)
+    results = tmp_path / "results"
+    async with running_gateway(config) as gw:
+        await run(
+            node,
+            str(MODULES / "conformance" / "dist" / "index.js"),
+            "server",
+            "--url",
+            f"{gw.url}/mcp",
+            "--requirements",
+            "2026-07-28",
+            "--output-dir",
+            str(results),
+        )
+    not_applicable = yaml_lists(ROOT / "interop" / "conformance-2026-not-applicable.yml")
+    passed: set[str] = set()
+    failed: list[str] = []
+    for checks in results.glob("*/checks.json"):
+        scenario = re.sub(r"^server-|-\d{4}-\d{2}-\d{2}T.*$", "", checks.parent.name)
+        for check in json.loads(checks.read_text()):
+            if check["status"] == "SUCCESS":
+                passed.add(scenario)
+            elif check["status"] == "FAILURE" and not (
+                scenario in not_applicable["scenarios"] or check["id"] in not_applicable["checks"]
+            ):
+                failed.append(f"{scenario}/{check['id']}: {check.get('errorMessage')}")
+    assert not failed, "\n".join(failed)
+    assert set(PROMPT_SCENARIOS_2026) <= passed, set(PROMPT_SCENARIOS_2026) - passed
+
+
+def yaml_lists(path: Path) -> dict[str, set[str]]:
+    """The two lists of a not-applicable file (``key:`` then ``  - item  # reason`` lines)."""
+    lists: dict[str, set[str]] = {}
+    current = ""
+    for line in path.read_text().splitlines():
+        item = line.split("#", 1)[0].rstrip()
+        if item.endswith(":") and not item.startswith(" "):
+            current = item[:-1]
+            lists[current] = set()
+        elif item.strip().startswith("- "):
+            lists[current].add(item.strip()[2:].strip())
+    return lists
+
+
 def inspector(node: str, *args: str) -> list[str]:
     launcher = MODULES / "inspector" / "clients" / "launcher" / "build" / "index.js"
     return [node, str(launcher), "--cli", "--format", "json", "-q", *args]
 
 
 async def inspect(node: str, target: list[str], *args: str) -> Any:
-    result = await run(*inspector(node, *args, "--", *target), timeout=120)
+    separator = [] if target[:1] == ["--config"] else ["--"]
+    result = await run(*inspector(node, *args, *separator, *target), timeout=120)
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     return json.loads(result.stdout)["result"]
 
@@ -91,7 +161,26 @@ async def test_inspector_cli_lists_and_gets(node: str, tmp_path: Path, transport
             await check_inspector(node, [f"{gw.url}/mcp"])
 
 
-async def check_inspector(node: str, target: list[str]) -> None:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_inspector_cli_in_the_2026_07_28_era(node: str, tmp_path: Path, transport: str) -> None:
+    """The Inspector pinned to 2026-07-28 (``protocolEra: modern``: no handshake, no fallback)."""
+    upstreams = [demo_upstream("writing", "writing"), conformance_upstream()]
+    servers = tmp_path / "inspector.json"
+    if transport == "stdio":
+        config = write_config(tmp_path / "c.toml", upstreams)
+        command = ["-m", "gateway", "serve", "--config", str(config), "--log-level", "warning"]
+        entry: dict[str, Any] = {"command": sys.executable, "args": command, "protocolEra": "modern"}
+        servers.write_text(json.dumps({"mcpServers": {"gateway": entry}}))
+        await check_inspector(node, ["--config", str(servers), "--server", "gateway"], modern=True)
+        return
+    config = write_config(tmp_path / "c.toml", upstreams, server=HTTP)
+    async with running_gateway(config) as gw:
+        entry = {"type": "streamable-http", "url": f"{gw.url}/mcp", "protocolEra": "modern"}
+        servers.write_text(json.dumps({"mcpServers": {"gateway": entry}}))
+        await check_inspector(node, ["--config", str(servers), "--server", "gateway"], modern=True)
+
+
+async def check_inspector(node: str, target: list[str], *, modern: bool = False) -> None:
     listing = t.ListPromptsResult.model_validate(await inspect(node, target, "--method", "prompts/list"))
     names = [p.name for p in listing.prompts]
     assert names[:3] == ["writing__summarize", "writing__translate", "writing__proofread"]
@@ -111,10 +200,11 @@ async def check_inspector(node: str, target: list[str]) -> None:
     )
     assert isinstance(got.messages[0].content, t.TextContent)
     assert "into German" in got.messages[0].content.text
-    image = t.GetPromptResult.model_validate(
-        await inspect(node, target, "--method", "prompts/get", "--prompt-name", "test_prompt_with_image")
-    )
+    raw = await inspect(node, target, "--method", "prompts/get", "--prompt-name", "test_prompt_with_image")
+    image = t.GetPromptResult.model_validate(raw)
     assert isinstance(image.messages[0].content, t.ImageContent)
+    # The era shows in the result: only 2026-07-28 results name the server in _meta.
+    assert ("io.modelcontextprotocol/serverInfo" in raw.get("_meta", {})) == modern, raw.get("_meta")
 
 
 def everything_upstream(node: str, transport: str, url: str | None = None) -> dict[str, Any]:

@@ -29,15 +29,28 @@ PROMPTS = [
         arguments=[t.PromptArgument(name="resourceUri", description="URI of the resource", required=True)],
     ),
     t.Prompt(name="test_prompt_with_image", description="A prompt with image content"),
+    t.Prompt(name="test_input_required_result_prompt", description="Asks for context first (2026-07-28 MRTR)"),
 ]
+ASK_CONTEXT = t.ElicitRequest(
+    params=t.ElicitRequestFormParams(
+        message="Please provide context for this prompt",
+        requested_schema={"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]},
+    )
+)
 
 
 async def list_prompts(ctx: object, params: t.PaginatedRequestParams | None) -> t.ListPromptsResult:
     return t.ListPromptsResult(prompts=PROMPTS)
 
 
-async def get_prompt(ctx: object, params: t.GetPromptRequestParams) -> t.GetPromptResult:
+async def get_prompt(ctx: object, params: t.GetPromptRequestParams) -> t.GetPromptResult | t.InputRequiredResult:
     args = params.arguments or {}
+    if params.name == "test_input_required_result_prompt":
+        answer = (params.input_responses or {}).get("context")
+        if answer is None:
+            return t.InputRequiredResult(input_requests={"context": ASK_CONTEXT}, request_state="context-requested")
+        given = answer.model_dump(by_alias=True).get("content") or {}
+        return text_result(f"Prompt rendered with context: {given.get('context')}")
     if params.name == "test_simple_prompt":
         return text_result("This is a simple prompt for testing.")
     if params.name == "test_prompt_with_arguments":
