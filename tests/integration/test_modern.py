@@ -102,9 +102,17 @@ async def test_a_2026_client_over_streamable_http_and_each_upstream_in_its_own_e
             await exercise(client)
 
 
-async def post(http: httpx.AsyncClient, url: str, body: dict[str, Any], **headers: str) -> httpx.Response:
+async def post(
+    http: httpx.AsyncClient, url: str, body: dict[str, Any], *, timeout: float = 20, **headers: str
+) -> httpx.Response:
     base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    return await http.post(url, content=json.dumps(body), headers={**base, **headers})
+    if body["params"].get("_meta", {}).get("progressToken") is not None:  # an SSE answer: read it to the end
+        async with http.stream(
+            "POST", url, content=json.dumps(body), headers={**base, **headers}, timeout=timeout
+        ) as r:
+            await r.aread()
+            return r
+    return await http.post(url, content=json.dumps(body), headers={**base, **headers}, timeout=timeout)
 
 
 def modern(request_id: int, method: str, **params: Any) -> dict[str, Any]:
@@ -313,3 +321,27 @@ async def test_the_era_can_be_pinned_per_upstream(tmp_path: Path) -> None:
             assert "old__pid" in names
             with pytest.raises(MCPError, match="Upstream 'new' is not connected"):
                 await client.get_prompt("new__summarize")
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_closing_the_connection_cancels_the_request_upstream(tmp_path: Path, streamed: bool) -> None:
+    """2026-07-28 has no notifications/cancelled over HTTP: a client cancels by hanging up, on a JSON
+    answer as on an SSE one, and the gateway cancels its upstream request in turn."""
+    config = write_config(tmp_path / "c.toml", [sdk_upstream("bad", "faulty")], server=HTTP)
+    get = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "bad__slow"}
+    slow = modern(1, "prompts/get", name="bad__slow")
+    if streamed:
+        slow["params"]["_meta"]["progressToken"] = "p1"
+    async with running_gateway(config) as gateway, httpx.AsyncClient() as http:
+        url = f"{gateway.url}/mcp"
+        with pytest.raises(httpx.ReadTimeout):
+            await post(http, url, slow, timeout=0.5, **get)
+        status_headers = {**get, "Mcp-Name": "bad__cancel_status"}
+        with anyio.fail_after(10):
+            while True:
+                answer = await post(http, url, modern(2, "prompts/get", name="bad__cancel_status"), **status_headers)
+                status = json.loads(answer.json()["result"]["messages"][0]["content"]["text"])
+                if status["cancelled"]:
+                    break
+                await anyio.sleep(0.05)
+        assert status["cancelled"] == status["slow"]
