@@ -22,6 +22,7 @@ pytestmark = pytest.mark.anyio
 HTTP = {"transport": "http", "port": 0}
 PROMPT_SCENARIOS = (
     "server-initialize",
+    "server-session-lifecycle",
     "ping",
     "completion-complete",
     "prompts-list",
