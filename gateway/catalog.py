@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 import structlog
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from gateway.cursor import START, CursorCodec, CursorTooLarge, ListingPosition, PagePosition
 from gateway.errors import (
@@ -215,12 +215,7 @@ class Catalog:
     async def _fetch_page(mount: Mount, cursor: str | None, now: float) -> Page:
         params = None if cursor is None else {"cursor": cursor}
         raw = await mount.source.request("prompts/list", params)
-        try:
-            result = ListPromptsResult.model_validate(raw)
-        except ValidationError as exc:
-            raise UpstreamProtocolError(
-                mount.namespace, f"sent an invalid prompts/list result: {describe(exc)}"
-            ) from exc
+        result = _validate(mount, ListPromptsResult, raw, "prompts/list result")
         if result.nextCursor is not None and len(result.nextCursor) > MAX_UPSTREAM_CURSOR_CHARS:
             raise UpstreamProtocolError(mount.namespace, f"sent a cursor over {MAX_UPSTREAM_CURSOR_CHARS} characters")
         _check_result_type(mount, raw, "prompts/list")
@@ -451,19 +446,9 @@ class Catalog:
                     "needs more input from the client to render this prompt (a multi round-trip request), "
                     "which only 2026-07-28 clients can answer",
                 )
-            try:
-                InputRequiredResult.model_validate(raw)
-            except ValidationError as exc:
-                raise UpstreamProtocolError(
-                    mount.namespace, f"sent an invalid input_required result: {describe(exc)}"
-                ) from exc
+            _validate(mount, InputRequiredResult, raw, "input_required result")
             return raw
-        try:
-            GetPromptResult.model_validate(raw)
-        except ValidationError as exc:
-            raise UpstreamProtocolError(
-                mount.namespace, f"sent an invalid prompts/get result: {describe(exc)}"
-            ) from exc
+        _validate(mount, GetPromptResult, raw, "prompts/get result")
         return raw
 
     async def complete(
@@ -486,10 +471,7 @@ class Catalog:
                 return empty
             raise
         _check_result_type(mount, raw, "completion/complete")
-        try:
-            CompleteResult.model_validate(raw)
-        except ValidationError as exc:
-            raise UpstreamProtocolError(mount.namespace, f"sent an invalid completion result: {describe(exc)}") from exc
+        _validate(mount, CompleteResult, raw, "completion result")
         return raw
 
     # ---- reports ---------------------------------------------------------------------------------
@@ -544,6 +526,17 @@ class _Freshness:
         else:
             self.ttls_ms.append(default_ms if announces else 0)  # unannounced changes: always re-ask
         self.private = self.private or page.private
+
+
+_Result = TypeVar("_Result", bound=BaseModel)
+
+
+def _validate(mount: Mount, model: type[_Result], raw: dict[str, Any], what: str) -> _Result:
+    """The upstream's result checked against ``model``; an invalid one costs only this upstream's request."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise UpstreamProtocolError(mount.namespace, f"sent an invalid {what}: {describe(exc)}") from exc
 
 
 def _check_result_type(mount: Mount, raw: dict[str, Any], method: str, *, input_required: bool = False) -> str:

@@ -20,30 +20,25 @@ from tests.interop.conftest import MODULES, ROOT
 
 pytestmark = pytest.mark.anyio
 HTTP = {"transport": "http", "port": 0}
+PROMPTS_AND_SECURITY = (
+    "completion-complete",
+    "prompts-list",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
+    "dns-rebinding-protection",
+)
 PROMPT_SCENARIOS = (
+    *PROMPTS_AND_SECURITY,
     "server-initialize",
     "server-session-lifecycle",
     "ping",
-    "completion-complete",
-    "prompts-list",
-    "prompts-get-simple",
-    "prompts-get-with-args",
-    "prompts-get-embedded-resource",
-    "prompts-get-with-image",
-    "dns-rebinding-protection",
     "server-sse-multiple-streams",
 )
-
-
 PROMPT_SCENARIOS_2026 = (
+    *PROMPTS_AND_SECURITY,
     "server-stateless",
-    "completion-complete",
-    "prompts-list",
-    "prompts-get-simple",
-    "prompts-get-with-args",
-    "prompts-get-embedded-resource",
-    "prompts-get-with-image",
-    "dns-rebinding-protection",
     "caching",
     "sep-2164-resource-not-found",
     "input-required-result-non-tool-request",
