@@ -345,3 +345,35 @@ async def test_closing_the_connection_cancels_the_request_upstream(tmp_path: Pat
                     break
                 await anyio.sleep(0.05)
         assert status["cancelled"] == status["slow"]
+
+
+async def test_a_2026_client_of_a_2024_11_05_upstream(tmp_path: Path) -> None:
+    """The reverse direction: results of the oldest revision reach a 2026-07-28 client in its shape."""
+    config = write_config(tmp_path / "c.toml", [sdk_upstream("old", "old")], server=HTTP)
+    async with running_gateway(config) as gateway, httpx.AsyncClient() as http:
+        url = f"{gateway.url}/mcp"
+        ready = await gateway.wait_for_event("upstream_state")
+        assert (ready["state"], ready["protocol_version"]) == ("ready", "2024-11-05")  # the probe fell back
+        base = {"MCP-Protocol-Version": "2026-07-28"}
+        listed = await post(http, url, modern(1, "prompts/list"), **base, **{"Mcp-Method": "prompts/list"})
+        check("2026-07-28", "ListPromptsResultResponse", listed.json())
+        assert listed.json()["result"]["ttlMs"] == 0  # it never announces changes
+        got = await post(
+            http,
+            url,
+            modern(2, "prompts/get", name="old__haiku", arguments={"topic": "autumn"}),
+            **base,
+            **{"Mcp-Method": "prompts/get", "Mcp-Name": "old__haiku"},
+        )
+        check("2026-07-28", "GetPromptResultResponse", got.json())
+        assert got.json()["result"]["resultType"] == "complete"
+        ref = {"type": "ref/prompt", "name": "old__haiku"}
+        completed = await post(
+            http,
+            url,
+            modern(3, "completion/complete", ref=ref, argument={"name": "topic", "value": "au"}),
+            **base,
+            **{"Mcp-Method": "completion/complete"},
+        )
+        check("2026-07-28", "CompleteResultResponse", completed.json())
+        assert completed.json()["result"]["completion"]["values"] == ["autumn", "august"]
