@@ -105,59 +105,63 @@ def rss_kib(pid: int) -> int:
 
 
 async def bench_gets(quick: bool, transports: set[str]) -> list[dict[str, Any]]:
+    """Handshake-era clients (direct, gateway, FastMCP) and 2026-07-28 clients (direct-26, gateway-26).
+    The gateway speaks to the upstream in the era of the client it measures, so the upstream does the
+    same work as when it is called directly (the SDK server's 2026-07-28 path costs it ~20% more CPU)."""
     total, budget = (200, 2.0) if quick else (3000, 15.0)
     rows: list[dict[str, Any]] = []
     fastmcp_spec = json.dumps({"up": {"command": PY, "args": ["-m", "bench.upstream"], "cwd": str(ROOT)}})
     with tempfile.TemporaryDirectory() as tmp:
-        config = gateway_config(Path(tmp) / "g.toml", {"up": stdio_upstream()}, http=False)
+        tmp_path = Path(tmp)
+        legacy = gateway_config(tmp_path / "g.toml", {"up": {**stdio_upstream(), "protocol": "legacy"}}, http=False)
+        modern = gateway_config(tmp_path / "m.toml", {"up": {**stdio_upstream(), "protocol": "modern"}}, http=False)
+
+        def gateway(config: Path) -> list[str]:
+            return [PY, "-m", "gateway", "serve", "--config", str(config), "--log-level", "error"]
+
         stdio_targets = {
-            "direct": ([*UPSTREAM], "p00001"),
-            "gateway": ([PY, "-m", "gateway", "serve", "--config", str(config), "--log-level", "error"], "up__p00001"),
-            "fastmcp": ([PY, "-m", "bench.fastmcp_proxy", "stdio", fastmcp_spec], "up_p00001"),
+            "direct": ([*UPSTREAM], "p00001", False),
+            "gateway": (gateway(legacy), "up__p00001", False),
+            "fastmcp": ([PY, "-m", "bench.fastmcp_proxy", "stdio", fastmcp_spec], "up_p00001", False),
+            "direct-26": ([*UPSTREAM], "p00001", True),
+            "gateway-26": (gateway(modern), "up__p00001", True),
         }
         for concurrency in (1, 16, 64) if "stdio" in transports else ():
-            for target, (command, name) in stdio_targets.items():
-                async with stdio_client(command, {"PYTHONPATH": str(ROOT)}) as client:
-                    rows.append(
-                        {
-                            "transport": "stdio",
-                            "target": target,
-                            "concurrency": concurrency,
-                            **await load(client, name, concurrency=concurrency, total=total, budget_s=budget),
-                        }
-                    )
+            for target, (command, name, is_modern) in stdio_targets.items():
+                async with stdio_client(command, {"PYTHONPATH": str(ROOT)}, modern=is_modern) as client:
+                    measured = await load(client, name, concurrency=concurrency, total=total, budget_s=budget)
+                    rows.append({"transport": "stdio", "target": target, "concurrency": concurrency, **measured})
         if "http" not in transports:
             return rows
         async with spawn([*UPSTREAM], {"SERVE": "http"}) as upstream:
             url = f"http://127.0.0.1:{int(await first_line(upstream))}/mcp"
-            http_config = gateway_config(
-                Path(tmp) / "h.toml", {"up": {"transport": "streamable-http", "url": url}}, http=True
-            )
+
+            def http_config(name: str, protocol: str) -> Path:
+                remote = {"transport": "streamable-http", "url": url, "protocol": protocol}
+                return gateway_config(tmp_path / name, {"up": remote}, http=True)
+
             proxy_spec = json.dumps({"up": {"url": url, "transport": "http"}})
             async with (
-                http_gateway(http_config) as (gateway_url, _),
+                http_gateway(http_config("h.toml", "legacy")) as (gateway_url, _),
+                http_gateway(http_config("hm.toml", "modern")) as (modern_gateway_url, _),
                 spawn([PY, "-m", "bench.fastmcp_proxy", "http", proxy_spec]) as proxy,
             ):
                 proxy_url = f"http://127.0.0.1:{int(await first_line(proxy))}/mcp"
                 await wait_http(proxy_url)
                 http_targets = {
-                    "direct": (url, "p00001"),
-                    "gateway": (gateway_url, "up__p00001"),
-                    "fastmcp": (proxy_url, "up_p00001"),
+                    "direct": (url, "p00001", False),
+                    "gateway": (gateway_url, "up__p00001", False),
+                    "fastmcp": (proxy_url, "up_p00001", False),
+                    "direct-26": (url, "p00001", True),
+                    "gateway-26": (modern_gateway_url, "up__p00001", True),
                 }
                 for concurrency in (1, 16, 64):
-                    for target, (target_url, name) in http_targets.items():
-                        async with http_client(target_url) as client:
-                            rows.append(
-                                {
-                                    "transport": "http",
-                                    "target": target,
-                                    "concurrency": concurrency,
-                                    **await load(
-                                        client, name, concurrency=concurrency, total=total // 2, budget_s=budget
-                                    ),
-                                }
+                    for target, (target_url, name, is_modern) in http_targets.items():
+                        async with http_client(target_url, modern=is_modern) as client:
+                            measured = await load(
+                                client, name, concurrency=concurrency, total=total // 2, budget_s=budget
                             )
+                            rows.append({"transport": "http", "target": target, "concurrency": concurrency, **measured})
     return rows
 
 
@@ -355,14 +359,17 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
         out[f"{transport}_gateway_vs_direct_rps_at_16"] = rps(transport, "gateway", 16) / rps(transport, "direct", 16)
         out[f"{transport}_gateway_vs_fastmcp_rps_at_16"] = rps(transport, "gateway", 16) / rps(transport, "fastmcp", 16)
         out[f"{transport}_added_p50_ms"] = p50(transport, "gateway") - p50(transport, "direct")
+        out[f"{transport}_2026_gateway_vs_direct_rps_at_16"] = rps(transport, "gateway-26", 16) / rps(
+            transport, "direct-26", 16
+        )
     return out
 
 
 def print_report(results: dict[str, Any]) -> None:
-    print(f"\n{'transport':9} {'target':8} {'conc':>4} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>9}")
+    print(f"\n{'transport':9} {'target':10} {'conc':>4} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>9}")
     for row in results.get("gets", ()):
         print(
-            f"{row['transport']:9} {row['target']:8} {row['concurrency']:>4} {row['p50_ms']:>8.2f} "
+            f"{row['transport']:9} {row['target']:10} {row['concurrency']:>4} {row['p50_ms']:>8.2f} "
             f"{row['p99_ms']:>8.2f} {row['rps']:>9.0f}"
         )
     for section in ("ratios", "listing", "sessions", "startup"):

@@ -15,6 +15,16 @@ from gateway.rpc import RpcPeer
 from gateway.transports.stdio import ChildSpec, open_child
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+}
+
+
+def _enveloped(params: dict[str, Any] | None) -> dict[str, Any]:
+    """A 2026-07-28 request's params: no handshake, the version and capabilities on every request."""
+    return {**(params or {}), "_meta": ENVELOPE}
 
 
 class Client(Protocol):
@@ -22,7 +32,9 @@ class Client(Protocol):
 
 
 @asynccontextmanager
-async def stdio_client(command: Sequence[str], env: Mapping[str, str] | None = None) -> AsyncIterator[Client]:
+async def stdio_client(
+    command: Sequence[str], env: Mapping[str, str] | None = None, *, modern: bool = False
+) -> AsyncIterator[Client]:
     spec = ChildSpec(command[0], tuple(command[1:]), env or {})
     async with open_child(spec, on_stderr_line=lambda line: None) as (stream, _), anyio.create_task_group() as tg:
         peer = RpcPeer(stream)
@@ -30,10 +42,11 @@ async def stdio_client(command: Sequence[str], env: Mapping[str, str] | None = N
 
         class _Stdio:
             async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-                return await peer.request(method, params, timeout=60)
+                return await peer.request(method, _enveloped(params) if modern else params, timeout=60)
 
-        await peer.request("initialize", INIT, timeout=60)
-        await peer.notify("notifications/initialized")
+        if not modern:
+            await peer.request("initialize", INIT, timeout=60)
+            await peer.notify("notifications/initialized")
         yield _Stdio()
         tg.cancel_scope.cancel()
 
@@ -48,10 +61,13 @@ def _json_of(response: httpx.Response) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def http_client(url: str) -> AsyncIterator[Client]:
+async def http_client(url: str, *, modern: bool = False) -> AsyncIterator[Client]:
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
     async with httpx.AsyncClient(timeout=60, limits=limits) as http:
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        if modern:
+            yield _ModernHttp(http, url, headers)
+            return
         response = await http.post(
             url, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}, headers=headers
         )
@@ -70,6 +86,24 @@ async def http_client(url: str) -> AsyncIterator[Client]:
                 return answer["result"]  # type: ignore[no-any-return]
 
         yield _Http()
+
+
+class _ModernHttp:
+    """2026-07-28 over HTTP: each request one POST, its headers mirroring the body."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
+        self._http, self._url, self._headers = http, url, {**headers, "MCP-Protocol-Version": "2026-07-28"}
+        self._ids = iter(range(1, 1 << 62))
+
+    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        headers = {**self._headers, "Mcp-Method": method}
+        if method == "prompts/get":
+            headers["Mcp-Name"] = (params or {})["name"]
+        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": _enveloped(params)}
+        answer = _json_of(await self._http.post(self._url, json=body, headers=headers))
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        return answer["result"]  # type: ignore[no-any-return]
 
 
 async def load(client: Client, name: str, *, concurrency: int, total: int, budget_s: float = 15) -> dict[str, float]:

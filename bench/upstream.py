@@ -18,6 +18,8 @@ from mcp import MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, PromptsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 COUNT = int(os.environ.get("PROMPTS", "20"))
 PAGE = int(os.environ.get("PAGE", "0"))
@@ -51,8 +53,11 @@ def text(value: str) -> t.GetPromptResult:
 
 
 async def get_prompt(ctx: ServerRequestContext, params: t.GetPromptRequestParams) -> t.GetPromptResult:
-    if params.name == "touch":
-        await ctx.session.send_prompt_list_changed()
+    if params.name == "touch":  # announced as each era does: on the session, or on listen streams
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await bus.publish(PromptsListChanged())
+        else:
+            await ctx.session.send_prompt_list_changed()
         return text("touched")
     if params.name == "calls":
         return text(str(list_calls))
@@ -61,7 +66,10 @@ async def get_prompt(ctx: ServerRequestContext, params: t.GetPromptRequestParams
     raise MCPError(code=-32602, message=f"Unknown prompt: {params.name}")
 
 
-server = Server("bench-upstream", on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+bus = InMemorySubscriptionBus()
+server = Server(
+    "bench-upstream", on_list_prompts=list_prompts, on_get_prompt=get_prompt, on_subscriptions_listen=ListenHandler(bus)
+)
 OPTIONS = NotificationOptions(prompts_changed=True)
 
 

@@ -7,9 +7,11 @@ and ``completion/complete`` are routed by *exact* name: a request is forwarded o
 upstream itself listed and policy lets through, so no spelling trick reaches a hidden prompt.
 
 Pages are cached per upstream and cursor when the upstream announces list changes (until
-``invalidate()``, called on its list_changed, connect or disconnect) or gives the page a ``ttlMs``
-(until then). A merged page is as fresh as its least fresh part: its ``ttlMs`` is the smallest of
-what its upstream pages have left, and an upstream that never announces changes makes it 0.
+``invalidate()``, called on its list_changed, connect or disconnect: the announcement is what the
+gateway trusts, whatever ``ttlMs`` says, as most servers send 0 there) or, when it does not, gives the
+page a positive ``ttlMs`` (until that runs out). A merged page is as fresh as its least fresh part:
+its ``ttlMs`` is the smallest of its upstream pages' freshness, and an upstream that neither announces
+changes nor gives a TTL makes it 0.
 No I/O happens here other than through ``PromptSource.request``, so it is tested with in-memory fakes.
 """
 
@@ -201,7 +203,9 @@ class Catalog:
     async def _page(self, i: int, cursor: str | None) -> Page:
         mount, state = self.mounts[i], self._states[i]
         cached = state.pages.get(cursor)
-        if cached is not None and (cached.ttl_ms is None or cached.fresh_ms(self._clock()) > 0):
+        if cached is not None and (
+            mount.source.announces_list_changes or (cached.ttl_ms is not None and cached.fresh_ms(self._clock()) > 0)
+        ):
             return cached
         epoch = state.epoch
         page = await self._flights.run((i, epoch, cursor), lambda: self._fetch_page(mount, cursor, self._clock()))
@@ -521,10 +525,12 @@ class _Freshness:
     ttls_ms: list[float] = field(default_factory=list)
 
     def note(self, page: Page, announces: bool, default_ms: int) -> None:
-        if page.ttl_ms is not None:
+        if announces:  # changes reach listening clients at once; the TTL serves those that do not listen
+            self.ttls_ms.append(min(default_ms, page.ttl_ms) if page.ttl_ms else default_ms)
+        elif page.ttl_ms is not None:
             self.ttls_ms.append(page.fresh_ms(self.now))
         else:
-            self.ttls_ms.append(default_ms if announces else 0)  # unannounced changes: always re-ask
+            self.ttls_ms.append(0)  # unannounced changes and no hint: always re-ask
         self.private = self.private or page.private
 
 

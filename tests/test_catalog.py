@@ -344,6 +344,16 @@ async def test_pages_with_a_ttl_are_cached_until_it_runs_out() -> None:
     await cat.list_prompts(None)
     await cat.list_prompts(None)
     assert zero.count("prompts/list") == 2
+    # An upstream that announces its changes is trusted until it does, whatever its TTL (most send 0).
+    announcing = FakePromptSource.numbered("a", 2, list_ttl_ms=0)
+    cat = catalog(announcing, clock=clock)
+    await cat.list_prompts(None)
+    again = await cat.list_prompts(None)
+    assert announcing.count("prompts/list") == 1
+    assert again["ttlMs"] == 60_000
+    cat.invalidate("a")
+    await cat.list_prompts(None)
+    assert announcing.count("prompts/list") == 2
 
 
 async def test_input_required_passes_through_to_modern_clients_only() -> None:

@@ -32,6 +32,7 @@ from httpx_sse import EventSource, ServerSentEvent, aconnect_sse
 from gateway.protocol.modern import request_headers
 from gateway.protocol.versions import is_modern
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES
+from gateway.transports.http_pool import upstream_client
 
 log = structlog.get_logger("gateway.transports.http")
 
@@ -291,11 +292,7 @@ async def open_streamable_http(
     timeout_s: float,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> AsyncIterator[StreamableHttpStream]:
-    timeout = httpx.Timeout(timeout_s, read=None)  # SSE streams stay open; requests are timed above
-    async with (
-        httpx.AsyncClient(headers=dict(headers), timeout=timeout, follow_redirects=False) as client,
-        anyio.create_task_group() as tg,
-    ):
+    async with upstream_client(headers, timeout_s=timeout_s) as client, anyio.create_task_group() as tg:
         stream = StreamableHttpStream(client, url, tg, max_message_bytes)
         try:
             yield stream
@@ -335,9 +332,8 @@ async def open_legacy_sse(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> AsyncIterator[LegacySseStream]:
     """Open the GET stream, wait for its ``endpoint`` event, and POST every frame there."""
-    timeout = httpx.Timeout(timeout_s, read=None)
     async with (
-        httpx.AsyncClient(headers=dict(headers), timeout=timeout, follow_redirects=False) as client,
+        upstream_client(headers, timeout_s=timeout_s) as client,
         aconnect_sse(client, "GET", url, headers={"Accept": "text/event-stream"}) as source,
     ):
         if source.response.status_code != 200:
