@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import anyio
+import httpcore
 import httpx
 import structlog
 from anyio.abc import TaskGroup
@@ -32,7 +33,7 @@ from httpx_sse import EventSource, ServerSentEvent, aconnect_sse
 from gateway.protocol.modern import request_headers
 from gateway.protocol.versions import is_modern
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES
-from gateway.transports.http_pool import upstream_client
+from gateway.transports.http_pool import UpstreamHttp
 
 log = structlog.get_logger("gateway.transports.http")
 
@@ -86,8 +87,9 @@ class _HttpStream:
     """What both transports share: each frame sent is its own POST (run concurrently in the stream's task
     group), and frames received wait in a bounded queue."""
 
-    def __init__(self, client: httpx.AsyncClient, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
-        self._client = client
+    def __init__(self, http: UpstreamHttp, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
+        self._http = http
+        self._client = http.client
         self._url = url  # where frames are POSTed
         self._tg = task_group
         self._max = max_message_bytes
@@ -124,8 +126,8 @@ class _HttpStream:
 
 
 class StreamableHttpStream(_HttpStream):
-    def __init__(self, client: httpx.AsyncClient, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
-        super().__init__(client, url, task_group, max_message_bytes)
+    def __init__(self, http: UpstreamHttp, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
+        super().__init__(http, url, task_group, max_message_bytes)
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._listening = False
@@ -167,36 +169,48 @@ class StreamableHttpStream(_HttpStream):
                 del self._in_flight[request_id]
 
     async def _exchange(self, frame: bytes, request_id: Any, headers: dict[str, str]) -> None:
-        headers = {**headers, "Content-Type": "application/json"}
+        """One POST, straight on the connection pool: the hot path of every upstream request."""
+        raw_headers = [
+            *self._http.headers,
+            *((name.encode(), value.encode()) for name, value in headers.items()),
+            (b"Content-Type", b"application/json"),
+        ]
+        extensions = {"timeout": self._http.timeouts}
         try:
-            async with self._client.stream("POST", self._url, content=frame, headers=headers) as response:
-                if "mcp-session-id" in response.headers and self.session_id is None and not self.modern:
-                    self.session_id = response.headers["mcp-session-id"]
-                if response.status_code == 404 and self.session_id is not None:
+            async with self._http.pool.stream(
+                "POST", self._url, headers=raw_headers, content=frame, extensions=extensions
+            ) as response:
+                status = response.status
+                answered_headers = httpx.Headers(response.headers)
+                session_id = answered_headers.get("mcp-session-id")
+                if session_id is not None and self.session_id is None and not self.modern:
+                    self.session_id = session_id
+                if status == 404 and self.session_id is not None:
                     log.info("upstream_session_expired")
                     self._end()
                     return
-                if response.status_code >= 400:
+                if status >= 400:
                     if request_id is not None:
-                        body = await self._read_body(response)
-                        reason = f"answered HTTP {response.status_code}"
+                        body = await self._read_body(response.aiter_stream())
+                        reason = f"answered HTTP {status}"
                         await self._deliver(_rpc_error_for(body, request_id) or _error_frame(request_id, reason))
                     return
-                if response.status_code == 202 or request_id is None:
+                if status == 202 or request_id is None:
                     return
-                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                kind = answered_headers.get("content-type", "").split(";")[0].strip().lower()
                 if kind == "text/event-stream":
-                    await self._read_stream(EventSource(response), request_id)
+                    streamed = httpx.Response(status, headers=answered_headers, stream=_Body(response))
+                    await self._read_stream(EventSource(streamed), request_id)
                 else:
-                    await self._deliver(await self._read_body(response))
+                    await self._deliver(await self._read_body(response.aiter_stream()))
             self._start_listening()
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpcore.NetworkError, httpcore.TimeoutException, httpcore.ProtocolError) as exc:
             if request_id is not None:
                 await self._deliver(_error_frame(request_id, f"HTTP request failed: {type(exc).__name__}"))
 
-    async def _read_body(self, response: httpx.Response) -> bytes:
+    async def _read_body(self, chunks: AsyncIterator[bytes]) -> bytes:
         body = bytearray()
-        async for chunk in response.aiter_bytes():
+        async for chunk in chunks:
             body += chunk
             if len(body) > self._max:
                 raise httpx.DecodingError("response over the message size limit")
@@ -277,6 +291,20 @@ class StreamableHttpStream(_HttpStream):
                 await self._client.delete(self._url, headers=self._headers("application/json"))
 
 
+class _Body(httpx.AsyncByteStream):
+    """An httpcore response body as httpx reads one, so httpx-sse can parse an SSE answer."""
+
+    def __init__(self, response: httpcore.Response) -> None:
+        self._response = response
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._response.aiter_stream():
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
 def _answers(data: bytes, request_id: Any) -> bool:
     with suppress(ValueError):
         message = json.loads(data)
@@ -292,8 +320,8 @@ async def open_streamable_http(
     timeout_s: float,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> AsyncIterator[StreamableHttpStream]:
-    async with upstream_client(headers, timeout_s=timeout_s) as client, anyio.create_task_group() as tg:
-        stream = StreamableHttpStream(client, url, tg, max_message_bytes)
+    async with UpstreamHttp(headers, timeout_s=timeout_s) as http, anyio.create_task_group() as tg:
+        stream = StreamableHttpStream(http, url, tg, max_message_bytes)
         try:
             yield stream
         finally:
@@ -333,8 +361,8 @@ async def open_legacy_sse(
 ) -> AsyncIterator[LegacySseStream]:
     """Open the GET stream, wait for its ``endpoint`` event, and POST every frame there."""
     async with (
-        upstream_client(headers, timeout_s=timeout_s) as client,
-        aconnect_sse(client, "GET", url, headers={"Accept": "text/event-stream"}) as source,
+        UpstreamHttp(headers, timeout_s=timeout_s) as http,
+        aconnect_sse(http.client, "GET", url, headers={"Accept": "text/event-stream"}) as source,
     ):
         if source.response.status_code != 200:
             raise HttpTransportError(f"SSE endpoint answered HTTP {source.response.status_code}")
@@ -347,7 +375,7 @@ async def open_legacy_sse(
         if urlsplit(endpoint)[:2] != urlsplit(url)[:2]:
             raise HttpTransportError("the SSE endpoint event points at another origin")
         async with anyio.create_task_group() as tg:
-            stream = LegacySseStream(client, endpoint, tg, max_message_bytes)
+            stream = LegacySseStream(http, endpoint, tg, max_message_bytes)
             tg.start_soon(stream.pump, events)
             try:
                 yield stream

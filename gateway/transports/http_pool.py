@@ -1,10 +1,15 @@
-"""The HTTP client upstream transports use: httpx, over an httpcore pool whose idle check is cheap.
+"""The HTTP client upstream transports use: one httpcore connection pool per upstream, posted to
+directly on the hot path (every request to the upstream) and wrapped by httpx for the rest (SSE
+streams, resumption, session end), where httpx-sse reads the events.
 
-Before each request httpcore asks every idle pooled connection whether its socket is readable (a server
-that closed it). Through anyio that question rebuilds the socket's whole attribute table, including a
-``getpeername`` system call, for every idle connection on every request: with a few dozen connections
-to a busy upstream it was the largest single cost of the gateway's HTTP path (see the README's
-performance section). Here each connection keeps its socket at hand and the check is one ``poll``.
+Two costs found by profiling the gateway's HTTP path (README, performance section) are avoided here:
+
+* httpx's client layer (URL and header merging, cookies, auth and redirect wrappers, its response
+  model) on each upstream POST: the pool is called with the few headers a POST needs.
+* Before each request httpcore asks every idle pooled connection whether its socket is readable (a
+  server that closed it). Through anyio that rebuilt the socket's whole attribute table, including a
+  ``getpeername`` system call, per idle connection per request; here each connection keeps its socket
+  at hand and the check is one ``poll``.
 """
 
 from __future__ import annotations
@@ -77,26 +82,37 @@ class _Backend(httpcore.AsyncNetworkBackend):
 
 
 class _Transport(httpx.AsyncHTTPTransport):
-    """httpx's own transport with the pool swapped for one on ``_Backend`` (httpx has no parameter for it)."""
+    """httpx's own transport on a given pool (httpx has no parameter for a network backend)."""
 
-    def __init__(self, limits: httpx.Limits) -> None:
-        super().__init__(limits=limits)
-        self._pool = httpcore.AsyncConnectionPool(
+    def __init__(self, pool: httpcore.AsyncConnectionPool) -> None:
+        super().__init__(limits=httpx.Limits(max_connections=1, max_keepalive_connections=0))
+        self._pool = pool
+
+
+class UpstreamHttp:
+    """One upstream's HTTP client: its configured headers on every request, no redirects (an upstream
+    URL is configured, not discovered), connections and requests timed out after ``timeout_s`` while
+    response bodies are not (SSE streams stay open; the caller times each request)."""
+
+    def __init__(self, headers: Mapping[str, str], *, timeout_s: float) -> None:
+        self.pool = httpcore.AsyncConnectionPool(
             ssl_context=httpx.create_ssl_context(),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
+            max_connections=256,
+            max_keepalive_connections=64,
             network_backend=_Backend(),
         )
+        self.headers = [(name.encode(), value.encode()) for name, value in headers.items()]
+        self.timeouts = {"connect": timeout_s, "read": None, "write": timeout_s, "pool": timeout_s}
+        self.client = httpx.AsyncClient(
+            headers=dict(headers),
+            timeout=httpx.Timeout(timeout_s, read=None),
+            follow_redirects=False,
+            transport=_Transport(self.pool),
+        )
 
+    async def __aenter__(self) -> UpstreamHttp:
+        await self.client.__aenter__()
+        return self
 
-def upstream_client(headers: Mapping[str, str], *, timeout_s: float) -> httpx.AsyncClient:
-    """The client for one upstream: its configured headers on every request, SSE streams never timed out
-    (requests are timed by the caller), no redirects (an upstream URL is configured, not discovered)."""
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-    return httpx.AsyncClient(
-        headers=dict(headers),
-        timeout=httpx.Timeout(timeout_s, read=None),
-        follow_redirects=False,
-        transport=_Transport(limits),
-    )
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.aclose()
