@@ -109,4 +109,8 @@ class _GatewayCollector(Collector):
                 state.add_metric([upstream.namespace, name], 1.0 if upstream.state == name else 0.0)
             restarts.add_metric([upstream.namespace], float(upstream.restarts))
         yield from (up, state, restarts)
-        yield GaugeMetricFamily("prompt_gateway_sessions", "Connected client sessions", value=float(self._sessions()))
+        yield GaugeMetricFamily(
+            "prompt_gateway_sessions",
+            "Connected client sessions and open subscriptions/listen streams",
+            value=float(self._sessions()),
+        )
