@@ -12,7 +12,6 @@ import anyio
 import httpx
 
 from gateway.rpc import RpcPeer
-from gateway.transports.http_pool import UpstreamHttp
 from gateway.transports.stdio import ChildSpec, open_child
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
@@ -63,10 +62,8 @@ def _json_of(response: httpx.Response) -> dict[str, Any]:
 
 @asynccontextmanager
 async def http_client(url: str, *, modern: bool = False) -> AsyncIterator[Client]:
-    # The gateway's own upstream client (a cheap idle-connection check): httpx's default pool spends CPU
-    # per request on every idle connection, and client CPU is taken from the servers on a 2-core machine.
-    async with UpstreamHttp({}, timeout_s=60) as pooled:
-        http = pooled.client
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         if modern:
             yield _ModernHttp(http, url, headers)

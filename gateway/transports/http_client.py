@@ -23,7 +23,6 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import anyio
-import httpcore
 import httpx
 import structlog
 from anyio.abc import TaskGroup
@@ -33,6 +32,7 @@ from httpx_sse import EventSource, ServerSentEvent, aconnect_sse
 from gateway.protocol.modern import request_headers
 from gateway.protocol.versions import is_modern
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES
+from gateway.transports.http1 import Http1Error, Http1Pool
 from gateway.transports.http_pool import UpstreamHttp
 
 log = structlog.get_logger("gateway.transports.http")
@@ -128,6 +128,9 @@ class _HttpStream:
 class StreamableHttpStream(_HttpStream):
     def __init__(self, http: UpstreamHttp, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
         super().__init__(http, url, task_group, max_message_bytes)
+        parts = urlsplit(url)
+        self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._posts = Http1Pool(url, headers=http.headers, connect_timeout_s=http.timeouts["connect"] or 30.0)
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._listening = False
@@ -171,15 +174,11 @@ class StreamableHttpStream(_HttpStream):
     async def _exchange(self, frame: bytes, request_id: Any, headers: dict[str, str]) -> None:
         """One POST, straight on the connection pool: the hot path of every upstream request."""
         raw_headers = [
-            *self._http.headers,
-            *((name.encode(), value.encode()) for name, value in headers.items()),
-            (b"Content-Type", b"application/json"),
+            *((name.lower().encode(), value.encode()) for name, value in headers.items()),
+            (b"content-type", b"application/json"),
         ]
-        extensions = {"timeout": self._http.timeouts}
         try:
-            async with self._http.pool.stream(
-                "POST", self._url, headers=raw_headers, content=frame, extensions=extensions
-            ) as response:
+            async with self._posts.post(self._target, raw_headers, frame) as response:
                 status = response.status
                 answered_headers = httpx.Headers(response.headers)
                 session_id = answered_headers.get("mcp-session-id")
@@ -191,7 +190,7 @@ class StreamableHttpStream(_HttpStream):
                     return
                 if status >= 400:
                     if request_id is not None:
-                        body = await self._read_body(response.aiter_stream())
+                        body = await self._read_body(response.body)
                         reason = f"answered HTTP {status}"
                         await self._deliver(_rpc_error_for(body, request_id) or _error_frame(request_id, reason))
                     return
@@ -199,12 +198,12 @@ class StreamableHttpStream(_HttpStream):
                     return
                 kind = answered_headers.get("content-type", "").split(";")[0].strip().lower()
                 if kind == "text/event-stream":
-                    streamed = httpx.Response(status, headers=answered_headers, stream=_Body(response))
+                    streamed = httpx.Response(status, headers=answered_headers, stream=_Body(response.body))
                     await self._read_stream(EventSource(streamed), request_id)
                 else:
-                    await self._deliver(await self._read_body(response.aiter_stream()))
+                    await self._deliver(await self._read_body(response.body))
             self._start_listening()
-        except (httpx.HTTPError, httpcore.NetworkError, httpcore.TimeoutException, httpcore.ProtocolError) as exc:
+        except (httpx.HTTPError, Http1Error) as exc:
             if request_id is not None:
                 await self._deliver(_error_frame(request_id, f"HTTP request failed: {type(exc).__name__}"))
 
@@ -292,17 +291,14 @@ class StreamableHttpStream(_HttpStream):
 
 
 class _Body(httpx.AsyncByteStream):
-    """An httpcore response body as httpx reads one, so httpx-sse can parse an SSE answer."""
+    """A response body as httpx reads one, so httpx-sse can parse an SSE answer."""
 
-    def __init__(self, response: httpcore.Response) -> None:
-        self._response = response
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self._chunks = chunks
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._response.aiter_stream():
+        async for chunk in self._chunks:
             yield chunk
-
-    async def aclose(self) -> None:
-        await self._response.aclose()
 
 
 def _answers(data: bytes, request_id: Any) -> bool:
