@@ -366,11 +366,11 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def print_report(results: dict[str, Any]) -> None:
-    print(f"\n{'transport':9} {'target':10} {'conc':>4} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>9}")
+    print(f"\n{'transport':9} {'target':10} {'conc':>4} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>9} {'failed':>6}")
     for row in results.get("gets", ()):
         print(
             f"{row['transport']:9} {row['target']:10} {row['concurrency']:>4} {row['p50_ms']:>8.2f} "
-            f"{row['p99_ms']:>8.2f} {row['rps']:>9.0f}"
+            f"{row['p99_ms']:>8.2f} {row['rps']:>9.0f} {row.get('failed', 0):>6}"
         )
     for section in ("ratios", "listing", "sessions", "startup"):
         if section not in results:

@@ -7,11 +7,12 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import anyio
-import httpx
 
 from gateway.rpc import RpcPeer
+from gateway.transports.http1 import Http1Error, Http1Pool
 from gateway.transports.stdio import ChildSpec, open_child
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
@@ -51,65 +52,93 @@ async def stdio_client(
         tg.cancel_scope.cancel()
 
 
-def _json_of(response: httpx.Response) -> dict[str, Any]:
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        for line in response.text.splitlines():
+def _json_of(content_type: str | None, body: bytes) -> dict[str, Any]:
+    if (content_type or "").startswith("text/event-stream"):
+        for line in body.decode().splitlines():
             if line.startswith("data: ") and '"id"' in line:
                 return json.loads(line[6:])  # type: ignore[no-any-return]
         raise RuntimeError("no answer in the event stream")
-    return response.json()  # type: ignore[no-any-return]
+    return json.loads(body)  # type: ignore[no-any-return]
+
+
+class _Post:
+    """POSTs on the gateway's own lean HTTP/1.1 client, for every target alike: httpx's pool scans every
+    connection per request, and at 64 connections the client's CPU was taken from the servers it measures
+    on a 2-core machine (the gateway, with two servers to share the cores with, lost the most)."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        self._pool = Http1Pool(url, headers=[], connect_timeout_s=60)
+        self._pool.max_idle = 256
+        self._target = urlsplit(url).path or "/"
+        self.headers = headers
+        self._ids = iter(range(1, 1 << 62))
+
+    async def call(self, method: str, params: dict[str, Any] | None, **extra: str) -> tuple[dict[str, Any], str | None]:
+        request = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params or {}}
+        headers = [(k.lower().encode(), v.encode()) for k, v in {**self.headers, **extra}.items()]
+        try:
+            async with self._pool.post(self._target, headers, json.dumps(request).encode()) as answer:
+                body = b"".join([chunk async for chunk in answer.body])
+                message = _json_of(answer.header(b"content-type"), body)
+                session = answer.header(b"mcp-session-id")
+        except Http1Error as exc:
+            raise RuntimeError(str(exc)) from exc
+        if "error" in message:
+            raise RuntimeError(message["error"])
+        return message["result"], session
+
+    async def notify(self, method: str) -> None:
+        headers = [(k.lower().encode(), v.encode()) for k, v in self.headers.items()]
+        body = json.dumps({"jsonrpc": "2.0", "method": method}).encode()
+        async with self._pool.post(self._target, headers, body) as answer:
+            async for _ in answer.body:
+                pass
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
 
 
 @asynccontextmanager
 async def http_client(url: str, *, modern: bool = False) -> AsyncIterator[Client]:
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
-        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    post = _Post(url, {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"})
+    try:
         if modern:
-            yield _ModernHttp(http, url, headers)
+            post.headers["MCP-Protocol-Version"] = "2026-07-28"
+            yield _ModernHttp(post)
             return
-        response = await http.post(
-            url, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}, headers=headers
-        )
-        if "mcp-session-id" in response.headers:
-            headers["Mcp-Session-Id"] = response.headers["mcp-session-id"]
-        headers["MCP-Protocol-Version"] = "2025-11-25"
-        await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
-        ids = iter(range(1, 1 << 62))
+        _, session = await post.call("initialize", INIT)
+        if session is not None:
+            post.headers["Mcp-Session-Id"] = session
+        post.headers["MCP-Protocol-Version"] = "2025-11-25"
+        await post.notify("notifications/initialized")
 
         class _Http:
             async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-                body = {"jsonrpc": "2.0", "id": next(ids), "method": method, "params": params or {}}
-                answer = _json_of(await http.post(url, json=body, headers=headers))
-                if "error" in answer:
-                    raise RuntimeError(answer["error"])
-                return answer["result"]  # type: ignore[no-any-return]
+                return (await post.call(method, params))[0]
 
         yield _Http()
+    finally:
+        await post.aclose()
 
 
 class _ModernHttp:
     """2026-07-28 over HTTP: each request one POST, its headers mirroring the body."""
 
-    def __init__(self, http: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
-        self._http, self._url, self._headers = http, url, {**headers, "MCP-Protocol-Version": "2026-07-28"}
-        self._ids = iter(range(1, 1 << 62))
+    def __init__(self, post: _Post) -> None:
+        self._post = post
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        headers = {**self._headers, "Mcp-Method": method}
+        extra = {"Mcp-Method": method}
         if method == "prompts/get":
-            headers["Mcp-Name"] = (params or {})["name"]
-        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": _enveloped(params)}
-        answer = _json_of(await self._http.post(self._url, json=body, headers=headers))
-        if "error" in answer:
-            raise RuntimeError(answer["error"])
-        return answer["result"]  # type: ignore[no-any-return]
+            extra["Mcp-Name"] = (params or {})["name"]
+        return (await self._post.call(method, _enveloped(params), **extra))[0]
 
 
 async def load(client: Client, name: str, *, concurrency: int, total: int, budget_s: float = 15) -> dict[str, float]:
     """``total`` prompts/get calls (or as many as ``budget_s`` allows), ``concurrency`` at a time:
     p50/p99 latency (ms) and throughput (req/s)."""
     latencies: list[float] = []
+    failures: list[str] = []
     remaining = total
     deadline = time.perf_counter() + budget_s
 
@@ -118,7 +147,11 @@ async def load(client: Client, name: str, *, concurrency: int, total: int, budge
         while remaining > 0 and time.perf_counter() < deadline:
             remaining -= 1
             started = time.perf_counter()
-            await client.request("prompts/get", {"name": name, "arguments": {"topic": "benchmarks"}})
+            try:
+                await client.request("prompts/get", {"name": name, "arguments": {"topic": "benchmarks"}})
+            except RuntimeError as exc:  # counted and reported, not hidden
+                failures.append(type(exc).__name__)
+                continue
             latencies.append(time.perf_counter() - started)
 
     for _ in range(max(1, total // 20)):  # warm-up: caches, JIT-free paths, connection pools
@@ -134,4 +167,5 @@ async def load(client: Client, name: str, *, concurrency: int, total: int, budge
         "p50_ms": latencies[len(latencies) // 2] * 1000,
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
         "rps": len(latencies) / elapsed,
+        "failed": len(failures),
     }
