@@ -438,6 +438,9 @@ class HttpFrontend:
         async def to_stream(method: str, params: dict[str, Any] | None) -> None:
             session.events.push(encode(Notification(method, params)))
 
+        if len(items) == 1 and isinstance(items[0], Request):  # the usual case: no task group to run one request
+            return [await self._serve_one(session, items[0], to_stream)]
+
         async def serve(request: Request) -> None:
             answers.append(await self._serve_one(session, request, to_stream))
 
