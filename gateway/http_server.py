@@ -16,7 +16,7 @@ from __future__ import annotations
 import hmac
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -356,10 +356,12 @@ class HttpFrontend:
             answer = ErrorResponse(request.id, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
         return to_wire(answer)
 
-    def _answer_events(self, answer: Callable[[Notify], Awaitable[dict[str, Any]]]) -> AsyncIterator[bytes]:
-        """An SSE answer: the request's notifications as they come, then its response. The request runs
-        in the front end's task group and is cancelled when the client closes the stream."""
-        assert self._task_group is not None  # noqa: S101 - callers refuse with 503 while shutting down
+    async def _answer_events(self, answer: Callable[[Notify], Awaitable[dict[str, Any]]]) -> AsyncGenerator[bytes]:
+        """An SSE answer: the request's notifications as they come, then its response. The request starts
+        when the stream is first read (a stream never read, its client gone, costs nothing), runs in the
+        front end's task group, and is cancelled when the stream closes."""
+        if self._task_group is None:
+            return  # shutting down
         frames_in, frames = anyio.create_memory_object_stream[bytes](64)
         scope = anyio.CancelScope()
 
@@ -373,23 +375,20 @@ class HttpFrontend:
                 with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                     await frames_in.send(dumps(final))
 
-        async def body() -> AsyncIterator[bytes]:
-            try:
-                with frames:
-                    while True:
-                        with anyio.move_on_after(KEEPALIVE_S):
-                            try:
-                                frame = await frames.receive()
-                            except anyio.EndOfStream:
-                                return
-                            yield encode_event(frame)
-                            continue
-                        yield KEEPALIVE  # quiet for a while (a listen stream): keep intermediaries from timing out
-            finally:
-                scope.cancel()
-
         self._task_group.start_soon(serve)
-        return body()
+        try:
+            with frames:
+                while True:
+                    frame: bytes | None = None
+                    with anyio.move_on_after(KEEPALIVE_S):  # no yield inside: the scope must not span one
+                        try:
+                            frame = await frames.receive()
+                        except anyio.EndOfStream:
+                            return
+                    # quiet for a while (a listen stream): a comment keeps intermediaries from timing out
+                    yield KEEPALIVE if frame is None else encode_event(frame)
+        finally:
+            scope.cancel()
 
     # ---- Streamable HTTP, 2026-07-28: one request per POST, no session --------------------------
 
@@ -406,10 +405,10 @@ class HttpFrontend:
             return _plain(406, "Not Acceptable: this answer is a stream; the client must accept text/event-stream")
         if streamed and self._task_group is None:
             return _plain(503, "Service Unavailable: shutting down")
-        self._stateless_in_flight += 1
         if streamed:
             body = self._answer_events(lambda notify: self._stateless_answer(request, notify, principal))
             return _sse_response(self._counted(body))
+        self._stateless_in_flight += 1
         try:
             with anyio.CancelScope() as scope:
                 async with anyio.create_task_group() as tg:
@@ -421,12 +420,16 @@ class HttpFrontend:
         finally:
             self._stateless_in_flight -= 1
 
-    async def _counted(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def _counted(self, body: AsyncGenerator[bytes]) -> AsyncGenerator[bytes]:
+        """A stateless stream counts towards the bound while it is being read (not before: one never
+        read is never started)."""
+        self._stateless_in_flight += 1
         try:
             async for chunk in body:
                 yield chunk
         finally:
             self._stateless_in_flight -= 1
+            await body.aclose()  # its request is cancelled now, not when the generator is collected
 
     async def _stateless_answer(self, request: Request, notify: Notify, principal: str | None) -> dict[str, Any]:
         with structlog.contextvars.bound_contextvars(request_id=request.id, method=request.method):
@@ -468,14 +471,14 @@ class HttpFrontend:
         after = int(last) if last is not None and last.isdigit() else None
         return self._stream(session, self._events(session, after), counted=True)
 
-    async def _events(self, session: HttpSession, after: int | None) -> AsyncIterator[bytes]:
+    async def _events(self, session: HttpSession, after: int | None) -> AsyncGenerator[bytes]:
         async for event in session.events.follow(after):
             yield KEEPALIVE if event is None else encode_event(event.data, event_id=event.id)
 
     def _stream(
         self,
         session: HttpSession,
-        body: AsyncIterator[bytes],
+        body: AsyncGenerator[bytes],
         *,
         on_close: Callable[[], None] | None = None,
         counted: bool = False,
@@ -492,6 +495,7 @@ class HttpFrontend:
                 session.last_seen = time.monotonic()
                 if on_close is not None:
                     on_close()
+                await body.aclose()
 
         return _sse_response(tracked(), None if session.legacy else session.id)
 
@@ -507,7 +511,7 @@ class HttpFrontend:
         endpoint_url = f"{self.settings.messages_path}?session_id={session.id}"
         log.info("session_started", session=session.id[:8], principal=principal, transport="sse")
 
-        async def events() -> AsyncIterator[bytes]:
+        async def events() -> AsyncGenerator[bytes]:
             yield encode_event(endpoint_url.encode(), event="endpoint")
             async for chunk in self._events(session, None):
                 yield chunk
