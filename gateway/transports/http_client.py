@@ -33,7 +33,6 @@ from gateway.protocol.modern import request_headers
 from gateway.protocol.versions import is_modern
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES
 from gateway.transports.http1 import Http1Error, Http1Pool
-from gateway.transports.http_pool import UpstreamHttp
 
 log = structlog.get_logger("gateway.transports.http")
 
@@ -85,12 +84,25 @@ def _frames_of(data: bytes) -> list[bytes]:
 
 class _HttpStream:
     """What both transports share: each frame sent is its own POST (run concurrently in the stream's task
-    group), and frames received wait in a bounded queue."""
+    group) on the lean HTTP/1.1 client, and frames received wait in a bounded queue. httpx carries the
+    long-lived requests (SSE streams) and the rare ones."""
 
-    def __init__(self, http: UpstreamHttp, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
-        self._http = http
-        self._client = http.client
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        url: str,
+        task_group: TaskGroup,
+        max_message_bytes: int,
+        *,
+        headers: Mapping[str, str],
+        timeout_s: float,
+    ) -> None:
+        self._client = client
         self._url = url  # where frames are POSTed
+        parts = urlsplit(url)
+        self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        raw_headers = [(name.encode(), value.encode()) for name, value in headers.items()]
+        self._posts = Http1Pool(url, headers=raw_headers, connect_timeout_s=timeout_s)
         self._tg = task_group
         self._max = max_message_bytes
         self._in: MemoryObjectSendStream[bytes]
@@ -123,14 +135,21 @@ class _HttpStream:
     async def aclose(self) -> None:
         self._in.close()
         self._out.close()
+        await self._posts.aclose()
 
 
 class StreamableHttpStream(_HttpStream):
-    def __init__(self, http: UpstreamHttp, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
-        super().__init__(http, url, task_group, max_message_bytes)
-        parts = urlsplit(url)
-        self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        self._posts = Http1Pool(url, headers=http.headers, connect_timeout_s=http.timeouts["connect"] or 30.0)
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        url: str,
+        task_group: TaskGroup,
+        max_message_bytes: int,
+        *,
+        headers: Mapping[str, str],
+        timeout_s: float,
+    ) -> None:
+        super().__init__(client, url, task_group, max_message_bytes, headers=headers, timeout_s=timeout_s)
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._listening = False
@@ -301,6 +320,13 @@ class _Body(httpx.AsyncByteStream):
             yield chunk
 
 
+def _client(headers: Mapping[str, str], timeout_s: float) -> httpx.AsyncClient:
+    """httpx for an upstream's long-lived and rare requests: its configured headers on each, no
+    redirects (an upstream URL is configured, not discovered), bodies never timed out (SSE streams stay
+    open; the caller times each request)."""
+    return httpx.AsyncClient(headers=dict(headers), timeout=httpx.Timeout(timeout_s, read=None), follow_redirects=False)
+
+
 def _answers(data: bytes, request_id: Any) -> bool:
     with suppress(ValueError):
         message = json.loads(data)
@@ -316,8 +342,8 @@ async def open_streamable_http(
     timeout_s: float,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> AsyncIterator[StreamableHttpStream]:
-    async with UpstreamHttp(headers, timeout_s=timeout_s) as http, anyio.create_task_group() as tg:
-        stream = StreamableHttpStream(http, url, tg, max_message_bytes)
+    async with _client(headers, timeout_s) as client, anyio.create_task_group() as tg:
+        stream = StreamableHttpStream(client, url, tg, max_message_bytes, headers=headers, timeout_s=timeout_s)
         try:
             yield stream
         finally:
@@ -331,11 +357,13 @@ class LegacySseStream(_HttpStream):
     async def _post(self, frame: bytes) -> None:
         request_id = _request_id(frame)
         try:
-            response = await self._client.post(self._url, content=frame, headers={"Content-Type": "application/json"})
-            failed = response.status_code >= 300
-            reason = f"answered HTTP {response.status_code}"
-        except httpx.HTTPError as exc:
-            failed, reason = True, f"HTTP request failed: {type(exc).__name__}"
+            async with self._posts.post(self._target, [(b"content-type", b"application/json")], frame) as response:
+                async for _ in response.body:  # read to the end: the connection is then reused
+                    pass
+            failed = response.status >= 300
+            reason = f"answered HTTP {response.status}"
+        except Http1Error as exc:
+            failed, reason = True, f"HTTP request failed: {exc}"
         if failed and request_id is not None:
             await self._deliver(_error_frame(request_id, reason))
 
@@ -357,8 +385,8 @@ async def open_legacy_sse(
 ) -> AsyncIterator[LegacySseStream]:
     """Open the GET stream, wait for its ``endpoint`` event, and POST every frame there."""
     async with (
-        UpstreamHttp(headers, timeout_s=timeout_s) as http,
-        aconnect_sse(http.client, "GET", url, headers={"Accept": "text/event-stream"}) as source,
+        _client(headers, timeout_s) as client,
+        aconnect_sse(client, "GET", url, headers={"Accept": "text/event-stream"}) as source,
     ):
         if source.response.status_code != 200:
             raise HttpTransportError(f"SSE endpoint answered HTTP {source.response.status_code}")
@@ -371,7 +399,7 @@ async def open_legacy_sse(
         if urlsplit(endpoint)[:2] != urlsplit(url)[:2]:
             raise HttpTransportError("the SSE endpoint event points at another origin")
         async with anyio.create_task_group() as tg:
-            stream = LegacySseStream(http, endpoint, tg, max_message_bytes)
+            stream = LegacySseStream(client, endpoint, tg, max_message_bytes, headers=headers, timeout_s=timeout_s)
             tg.start_soon(stream.pump, events)
             try:
                 yield stream
