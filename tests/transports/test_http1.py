@@ -162,3 +162,83 @@ async def test_an_unreachable_server_is_an_http1_error() -> None:
     pool = Http1Pool(f"http://127.0.0.1:{port}/mcp", headers=[], connect_timeout_s=5)
     with pytest.raises(Http1Error, match="cannot connect"):
         await post(pool, b"x")
+
+
+@asynccontextmanager
+async def answering(*replies: bytes) -> AsyncIterator[tuple[list[int], str]]:
+    """A server that answers each connection's first request with the next of ``replies``, byte for
+    byte, then closes it; the list counts connections."""
+    accepted: list[int] = []
+
+    async def handle(stream: SocketStream) -> None:
+        index = len(accepted)
+        accepted.append(index)
+        async with stream:
+            with suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                await stream.receive()
+                await stream.send(replies[index])
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610 - anyio, not Django
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, handle)
+        yield accepted, f"http://127.0.0.1:{port}/mcp"
+        tg.cancel_scope.cancel()
+
+
+async def test_a_body_without_length_runs_until_the_server_closes() -> None:
+    reply = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{}"
+    async with answering(reply, reply) as (accepted, url):
+        pool = Http1Pool(url, headers=[], connect_timeout_s=5)
+        assert await post(pool, b"x") == (200, b"{}")
+        assert await post(pool, b"x") == (200, b"{}")
+        assert len(accepted) == 2  # a connection the server closed is not kept
+        await pool.aclose()
+
+
+async def test_an_interim_answer_is_skipped_for_the_final_one() -> None:
+    reply = b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    async with answering(reply) as (_, url):
+        pool = Http1Pool(url, headers=[], connect_timeout_s=5)
+        async with pool.post("/mcp", [], b"x") as answer:
+            assert (answer.status, answer.header(b"link")) == (200, None)
+            assert b"".join([chunk async for chunk in answer.body]) == b"ok"
+        await pool.aclose()
+
+
+async def test_connection_close_is_honoured() -> None:
+    reply = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok"
+    async with answering(reply, reply) as (accepted, url):
+        pool = Http1Pool(url, headers=[], connect_timeout_s=5)
+        assert await post(pool, b"x") == (200, b"ok")
+        assert await post(pool, b"x") == (200, b"ok")
+        assert len(accepted) == 2
+        await pool.aclose()
+
+
+async def test_a_response_cut_short_is_an_http1_error() -> None:
+    async with answering(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort") as (_, url):
+        pool = Http1Pool(url, headers=[], connect_timeout_s=5)
+        with pytest.raises(Http1Error, match="broke off"):
+            await post(pool, b"x")
+        await pool.aclose()
+
+
+async def test_garbage_instead_of_http_is_an_http1_error() -> None:
+    async with answering(b"SSH-2.0-OpenSSH_9.6\r\n") as (_, url):
+        pool = Http1Pool(url, headers=[], connect_timeout_s=5)
+        with pytest.raises(Http1Error, match="HttpParserError"):
+            await post(pool, b"x")
+        await pool.aclose()
+
+
+@pytest.mark.parametrize("value", [b"a\r\nx-injected: 1", b"a\nb", b"a\0b"])
+async def test_a_header_that_would_split_the_request_is_refused(value: bytes) -> None:
+    pool = Http1Pool("http://127.0.0.1:9/mcp", headers=[], connect_timeout_s=5)
+    with pytest.raises(Http1Error, match="malformed header"):
+        await post_with(pool, [(b"mcp-name", value)])
+
+
+async def post_with(pool: Http1Pool, headers: list[tuple[bytes, bytes]]) -> None:
+    async with pool.post("/mcp", headers, b"x"):
+        pass  # pragma: no cover - refused before anything is sent
