@@ -36,7 +36,7 @@ from gateway.protocol.jsonrpc import (
     request_id_of,
     to_wire,
 )
-from gateway.transports.base import MessageStream, MessageTooLarge
+from gateway.transports.base import ExchangingStream, MessageStream, MessageTooLarge
 
 Notify = Callable[[str, dict[str, Any] | None], Awaitable[None]]
 """Send a notification to the peer that made a request (progress, for one)."""
@@ -150,6 +150,7 @@ class RpcPeer:
         logger: Any = None,
     ) -> None:
         self._stream = stream
+        self._exchanging = stream if isinstance(stream, ExchangingStream) else None
         self._on_notification = on_notification
         self._answer_malformed = answer_malformed
         self._log = logger if logger is not None else log
@@ -181,9 +182,14 @@ class RpcPeer:
         pending = _Pending()
         self._pending[request_id] = pending
         try:
-            await self._send(Request(request_id, method, params))
+            frame = encode(Request(request_id, method, params))
             with anyio.fail_after(math.inf if timeout is None else timeout):
-                await pending.event.wait()
+                if self._exchanging is None:
+                    await self._send_frame(frame)
+                else:
+                    await self._exchange(frame)
+                if not pending.event.is_set():
+                    await pending.event.wait()
         except TimeoutError:
             await self._cancel_remote(request_id, "timed out")
             raise RequestTimeout from None
@@ -207,6 +213,19 @@ class RpcPeer:
         if not self._closed:
             with contextlib.suppress(PeerClosed):
                 await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+
+    async def _exchange(self, frame: bytes) -> None:
+        """Send a request on a stream that may hand its answer straight back (and take that answer)."""
+        assert self._exchanging is not None  # noqa: S101 - only called when it is
+        if self._closed:
+            raise PeerClosed
+        try:
+            answer = await self._exchanging.exchange(frame)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            self._close()
+            raise PeerClosed from exc
+        if answer is not None:
+            await self._take(answer)
 
     async def _send(self, message: Message) -> None:
         await self._send_frame(encode(message))
@@ -253,16 +272,19 @@ class RpcPeer:
                 self._log.warning("message_too_large", limit=exc.limit)
                 await self._answer_error(None, InvalidRequest(f"Invalid Request: {exc}"))
                 continue
-            try:
-                message = decode(frame)
-            except GatewayError as exc:
-                self._log.warning("malformed_message", error=exc.message, size=len(frame))
-                await self._answer_error(request_id_of(exc), exc)
-                continue
-            if isinstance(message, Batch):
-                await self._dispatch_batch(message)
-            else:
-                await self._dispatch(message)
+            await self._take(frame)
+
+    async def _take(self, frame: bytes) -> None:
+        try:
+            message = decode(frame)
+        except GatewayError as exc:
+            self._log.warning("malformed_message", error=exc.message, size=len(frame))
+            await self._answer_error(request_id_of(exc), exc)
+            return
+        if isinstance(message, Batch):
+            await self._dispatch_batch(message)
+        else:
+            await self._dispatch(message)
 
     async def _answer_error(self, request_id: RequestId | None, error: GatewayError) -> None:
         if self._answer_malformed:

@@ -211,3 +211,43 @@ async def test_in_flight_requests_are_bounded(pair: Pair) -> None:
         gate.set()
         assert {(await read_json(theirs))["id"], (await read_json(theirs))["id"]} == {0, 1}
         tg.cancel_scope.cancel()
+
+
+class AnsweringStream:
+    """A stream that answers some requests in the call that sends them (as HTTP's JSON answers do):
+    ``inline`` decides which; the others go out as frames, as on any stream."""
+
+    def __init__(self, inner: MemoryFrameStream, inline: set[str]) -> None:
+        self.inner = inner
+        self.inline = inline
+        self.send = inner.send
+        self.receive = inner.receive
+        self.aclose = inner.aclose
+
+    async def exchange(self, frame: bytes) -> bytes | None:
+        message = json.loads(frame)
+        if message["method"] == "broken":
+            raise OSError("connection reset")
+        if message["method"] not in self.inline:
+            await self.send(frame)
+            return None
+        return json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"inline": message["method"]}}).encode()
+
+
+async def test_an_exchanging_stream_answers_in_the_call_or_through_receive(pair: Pair) -> None:
+    ours, theirs = pair
+    peer = RpcPeer(AnsweringStream(ours, inline={"fast"}))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(peer.run)
+        assert await peer.request("fast", None, timeout=5) == {"inline": "fast"}
+
+        async def answer_slow() -> None:
+            message = await read_json(theirs)
+            await theirs.send(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"late": True}}).encode())
+
+        tg.start_soon(answer_slow)
+        assert await peer.request("slow", None, timeout=5) == {"late": True}
+        with pytest.raises(PeerClosed):
+            await peer.request("broken", None, timeout=5)
+        assert peer.closed
+        tg.cancel_scope.cancel()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
@@ -26,6 +26,15 @@ class MessageStream(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class ExchangingStream(MessageStream, Protocol):
+    """A stream that can answer a request in the same call that sends it (HTTP's JSON answers)."""
+
+    async def exchange(self, frame: bytes) -> bytes | None:
+        """The answer frame, or None when it arrives through ``receive`` (after what precedes it)."""
+        ...
 
 
 class NewlineFramedStream:

@@ -172,26 +172,43 @@ class StreamableHttpStream(_HttpStream):
 
     async def _post(self, frame: bytes) -> None:
         request_id, method, params = _peek(frame)
-        if not self.modern:
-            await self._exchange(frame, request_id, self._headers(_ACCEPT_BOTH))
-            return
-        if method == "notifications/cancelled":
+        if self.modern and method == "notifications/cancelled":
             scope = self._in_flight.get((params or {}).get("requestId"))
             if scope is not None:
                 scope.cancel()
             return
-        headers = {"Accept": _ACCEPT_BOTH, **request_headers(method or "", params, self.protocol_version or "")}
-        if request_id is None:
-            await self._exchange(frame, None, headers)
-            return
-        with anyio.CancelScope() as self._in_flight[request_id]:
-            try:
-                await self._exchange(frame, request_id, headers)
-            finally:
-                del self._in_flight[request_id]
+        if not self.modern or request_id is None:
+            answer = await self._exchange(frame, request_id, self._request_headers(method, params))
+        else:
+            with anyio.CancelScope() as self._in_flight[request_id]:
+                try:
+                    answer = await self._exchange(frame, request_id, self._request_headers(method, params))
+                finally:
+                    del self._in_flight[request_id]
+        if answer is not None:
+            await self._deliver(answer)
 
-    async def _exchange(self, frame: bytes, request_id: Any, headers: dict[str, str]) -> None:
-        """One POST, straight on the connection pool: the hot path of every upstream request."""
+    async def exchange(self, frame: bytes) -> bytes | None:
+        """Send a request and return its answer when it comes as the POST's JSON body (the usual case):
+        no task, no queue between the caller and its answer. None when the answer was delivered to
+        ``receive`` instead (an SSE answer, with the messages before it). Cancelling the caller closes
+        the request's connection, which is how a 2026-07-28 request is cancelled."""
+        request_id, method, params = _peek(frame)
+        answer = await self._exchange(frame, request_id, self._request_headers(method, params))
+        if answer is not None and answer.lstrip().startswith(b"["):  # a batch: its messages one by one
+            await self._deliver(answer)
+            return None
+        return answer
+
+    def _request_headers(self, method: str | None, params: dict[str, Any] | None) -> dict[str, str]:
+        if not self.modern:
+            return self._headers(_ACCEPT_BOTH)
+        return {"Accept": _ACCEPT_BOTH, **request_headers(method or "", params, self.protocol_version or "")}
+
+    async def _exchange(self, frame: bytes, request_id: Any, headers: dict[str, str]) -> bytes | None:
+        """One POST, straight on the connection pool: the hot path of every upstream request. Returns
+        the answer to hand up (a JSON body, or an error standing for a failed request); an SSE answer
+        is relayed as it streams."""
         raw_headers = [
             *((name.lower().encode(), value.encode()) for name, value in headers.items()),
             (b"content-type", b"application/json"),
@@ -199,32 +216,34 @@ class StreamableHttpStream(_HttpStream):
         try:
             async with self._posts.post(self._target, raw_headers, frame) as response:
                 status = response.status
-                answered_headers = httpx.Headers(response.headers)
-                session_id = answered_headers.get("mcp-session-id")
+                session_id = response.header(b"mcp-session-id")
                 if session_id is not None and self.session_id is None and not self.modern:
                     self.session_id = session_id
                 if status == 404 and self.session_id is not None:
                     log.info("upstream_session_expired")
                     self._end()
-                    return
+                    return None
                 if status >= 400:
-                    if request_id is not None:
-                        body = await self._read_body(response.body)
-                        reason = f"answered HTTP {status}"
-                        await self._deliver(_rpc_error_for(body, request_id) or _error_frame(request_id, reason))
-                    return
+                    if request_id is None:
+                        return None
+                    body = await self._read_body(response.body)
+                    return _rpc_error_for(body, request_id) or _error_frame(request_id, f"answered HTTP {status}")
                 if status == 202 or request_id is None:
-                    return
-                kind = answered_headers.get("content-type", "").split(";")[0].strip().lower()
+                    return None
+                kind = (response.header(b"content-type") or "").split(";")[0].strip().lower()
+                answer: bytes | None = None
                 if kind == "text/event-stream":
-                    streamed = httpx.Response(status, headers=answered_headers, stream=_Body(response.body))
+                    headers_seen = httpx.Headers(list(response.headers))
+                    streamed = httpx.Response(status, headers=headers_seen, stream=_Body(response.body))
                     await self._read_stream(EventSource(streamed), request_id)
                 else:
-                    await self._deliver(await self._read_body(response.body))
-            self._start_listening()
+                    answer = await self._read_body(response.body)
         except (httpx.HTTPError, Http1Error) as exc:
-            if request_id is not None:
-                await self._deliver(_error_frame(request_id, f"HTTP request failed: {type(exc).__name__}"))
+            if request_id is None:
+                return None
+            return _error_frame(request_id, f"HTTP request failed: {type(exc).__name__}")
+        self._start_listening()
+        return answer
 
     async def _read_body(self, chunks: AsyncIterator[bytes]) -> bytes:
         body = bytearray()
