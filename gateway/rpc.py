@@ -182,12 +182,12 @@ class RpcPeer:
         pending = _Pending()
         self._pending[request_id] = pending
         try:
-            frame = encode(Request(request_id, method, params))
+            request = Request(request_id, method, params)
             with anyio.fail_after(math.inf if timeout is None else timeout):
                 if self._exchanging is None:
-                    await self._send_frame(frame)
+                    await self._send_frame(encode(request))
                 else:
-                    await self._exchange(frame)
+                    await self._exchange(request)
                 if not pending.event.is_set():
                     await pending.event.wait()
         except TimeoutError:
@@ -214,13 +214,13 @@ class RpcPeer:
             with contextlib.suppress(PeerClosed):
                 await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
 
-    async def _exchange(self, frame: bytes) -> None:
+    async def _exchange(self, request: Request) -> None:
         """Send a request on a stream that may hand its answer straight back (and take that answer)."""
         assert self._exchanging is not None  # noqa: S101 - only called when it is
         if self._closed:
             raise PeerClosed
         try:
-            answer = await self._exchanging.exchange(frame)
+            answer = await self._exchanging.exchange(encode(request), request.id, request.method, request.params)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self._close()
             raise PeerClosed from exc

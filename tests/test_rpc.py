@@ -224,14 +224,14 @@ class AnsweringStream:
         self.receive = inner.receive
         self.aclose = inner.aclose
 
-    async def exchange(self, frame: bytes) -> bytes | None:
-        message = json.loads(frame)
-        if message["method"] == "broken":
+    async def exchange(self, frame: bytes, request_id: Any, method: str, params: dict[str, Any] | None) -> bytes | None:
+        assert json.loads(frame) == {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if method == "broken":
             raise OSError("connection reset")
-        if message["method"] not in self.inline:
+        if method not in self.inline:
             await self.send(frame)
             return None
-        return json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"inline": message["method"]}}).encode()
+        return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"inline": method}}).encode()
 
 
 async def test_an_exchanging_stream_answers_in_the_call_or_through_receive(pair: Pair) -> None:

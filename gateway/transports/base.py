@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
@@ -32,8 +32,11 @@ class MessageStream(Protocol):
 class ExchangingStream(MessageStream, Protocol):
     """A stream that can answer a request in the same call that sends it (HTTP's JSON answers)."""
 
-    async def exchange(self, frame: bytes) -> bytes | None:
-        """The answer frame, or None when it arrives through ``receive`` (after what precedes it)."""
+    async def exchange(
+        self, frame: bytes, request_id: object, method: str, params: dict[str, Any] | None
+    ) -> bytes | None:
+        """The answer to the request ``frame`` encodes (its id, method and params given, so they need not
+        be parsed back), or None when it arrives through ``receive`` (after what precedes it)."""
         ...
 
 

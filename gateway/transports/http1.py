@@ -116,14 +116,13 @@ class Answer:
         return None
 
 
-def _head(target: str, headers: Sequence[tuple[bytes, bytes]]) -> bytes:
-    lines = [b"POST " + target.encode() + b" HTTP/1.1"]
+def _header_lines(headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+    lines = []
     for name, value in headers:
-        if any(c in name or c in value for c in _FORBIDDEN_IN_HEADERS) or b":" in name:
+        if b":" in name or any(c in name or c in value for c in _FORBIDDEN_IN_HEADERS):
             raise Http1Error(f"refusing to send a malformed header {name!r}")
-        lines.append(name + b": " + value)
-    lines.append(b"\r\n")
-    return b"\r\n".join(lines)
+        lines.append(name + b": " + value + b"\r\n")
+    return b"".join(lines)
 
 
 class Http1Pool:
@@ -136,7 +135,7 @@ class Http1Pool:
         self._port = parts.port or (443 if self._tls else 80)
         default_port = self._port == (443 if self._tls else 80)
         self._authority = (self._host if default_port else f"{self._host}:{self._port}").encode()
-        self._headers = [(b"host", self._authority), *headers]
+        self._fixed_headers = _header_lines([(b"host", self._authority), *headers])  # checked once
         self._connect_timeout_s = connect_timeout_s
         self._ssl_context = ssl.create_default_context() if self._tls else None
         self._idle: list[_Connection] = []
@@ -170,7 +169,18 @@ class Http1Pool:
     async def post(self, target: str, headers: Sequence[tuple[bytes, bytes]], body: bytes) -> AsyncIterator[Answer]:
         """POST ``body`` and yield the answer as it arrives; the connection goes back to the pool only
         when the answer was read to its end (else it is closed: it is mid-response)."""
-        request = _head(target, [*self._headers, *headers, (b"content-length", str(len(body)).encode())]) + body
+        raw_target = target.encode()
+        if b" " in raw_target or any(c in raw_target for c in _FORBIDDEN_IN_HEADERS):
+            raise Http1Error(f"refusing to send a malformed request target {target!r}")
+        request = b"".join(
+            (
+                b"POST %s HTTP/1.1\r\n" % raw_target,
+                self._fixed_headers,
+                _header_lines(headers),
+                b"content-length: %d\r\n\r\n" % len(body),
+                body,
+            )
+        )
         connection, fresh = await self._checkout()
         reusable = False
         try:

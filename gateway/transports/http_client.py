@@ -188,12 +188,11 @@ class StreamableHttpStream(_HttpStream):
         if answer is not None:
             await self._deliver(answer)
 
-    async def exchange(self, frame: bytes) -> bytes | None:
+    async def exchange(self, frame: bytes, request_id: Any, method: str, params: dict[str, Any] | None) -> bytes | None:
         """Send a request and return its answer when it comes as the POST's JSON body (the usual case):
         no task, no queue between the caller and its answer. None when the answer was delivered to
         ``receive`` instead (an SSE answer, with the messages before it). Cancelling the caller closes
         the request's connection, which is how a 2026-07-28 request is cancelled."""
-        request_id, method, params = _peek(frame)
         answer = await self._exchange(frame, request_id, self._request_headers(method, params))
         if answer is not None and answer.lstrip().startswith(b"["):  # a batch: its messages one by one
             await self._deliver(answer)

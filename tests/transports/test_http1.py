@@ -239,6 +239,12 @@ async def test_a_header_that_would_split_the_request_is_refused(value: bytes) ->
         await post_with(pool, [(b"mcp-name", value)])
 
 
-async def post_with(pool: Http1Pool, headers: list[tuple[bytes, bytes]]) -> None:
-    async with pool.post("/mcp", headers, b"x"):
+async def test_a_target_that_would_split_the_request_is_refused() -> None:
+    pool = Http1Pool("http://127.0.0.1:9/mcp", headers=[], connect_timeout_s=5)
+    with pytest.raises(Http1Error, match="malformed request target"):
+        await post_with(pool, [], target="/mcp HTTP/1.1\r\nx-injected: 1\r\n")
+
+
+async def post_with(pool: Http1Pool, headers: list[tuple[bytes, bytes]], target: str = "/mcp") -> None:
+    async with pool.post(target, headers, b"x"):
         pass  # pragma: no cover - refused before anything is sent
