@@ -150,15 +150,15 @@ class Guard:
 
     def check(self, request: HttpRequest) -> tuple[str | None, Response | None]:
         """(principal, None) when the request may proceed, else (None, the refusal)."""
-        host = request.headers.get("host", "")
+        host = _headers(request).get("host", "")
         if self._hosts and not self._host_allowed(host):
             return None, _plain(421, f"Invalid Host header: {host!r}")
-        origin = request.headers.get("origin")
+        origin = _headers(request).get("origin")
         if origin is not None and not self._origin_allowed(origin):
             return None, _plain(403, f"Forbidden: Origin {origin!r} is not allowed")
         if not self._tokens:
             return None, None
-        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+        scheme, _, presented = _headers(request).get("authorization", "").partition(" ")
         challenge = 'Bearer realm="mcp-prompt-gateway"'
         if scheme.lower() != "bearer" or not presented.strip():
             return None, _plain(401, "Unauthorized: a bearer token is required", **{"WWW-Authenticate": challenge})
@@ -174,8 +174,24 @@ class Guard:
         return principal, None
 
 
+_HEADERS_KEY = "gateway.headers"
+
+
+def _headers(request: HttpRequest) -> dict[str, str]:
+    """The request's headers decoded once into a dict, kept in its ASGI scope (Starlette's lookups scan
+    and decode the whole list each time, and a request asks for up to ten). ASGI names are lower-case;
+    of repeated headers the first wins, as with Starlette."""
+    decoded: dict[str, str] | None = request.scope.get(_HEADERS_KEY)
+    if decoded is None:
+        decoded = {}
+        for name, value in request.scope["headers"]:
+            decoded.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        request.scope[_HEADERS_KEY] = decoded
+    return decoded
+
+
 def _accepts(request: HttpRequest, media_type: str) -> bool:
-    accept = request.headers.get("accept")
+    accept = _headers(request).get("accept")
     if accept is None:
         return True
     kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")}
@@ -185,7 +201,7 @@ def _accepts(request: HttpRequest, media_type: str) -> bool:
 async def _read_body(request: HttpRequest, limit: int) -> bytes | None:
     """The body, or None once it exceeds ``limit`` (read no further: memory stays bounded). Read from
     ASGI ``receive`` directly: Starlette's stream generator costs more than the copy."""
-    declared = request.headers.get("content-length")
+    declared = _headers(request).get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         return None
     body = b""
@@ -310,12 +326,12 @@ class HttpFrontend:
             return refusal
         if request.method == "POST":
             return await self._post(request, principal)
-        version = request.headers.get("mcp-protocol-version")
+        version = _headers(request).get("mcp-protocol-version")
         if version in MODERN_VERSIONS:  # 2026-07-28 has no GET stream and no sessions to DELETE
             return _plain(405, "Method Not Allowed: 2026-07-28 clients POST every request", Allow="POST")
         if version is not None and version not in HANDSHAKE_VERSIONS:
             return _plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
-        session = self._lookup(request, principal, request.headers.get("mcp-session-id"))
+        session = self._lookup(request, principal, _headers(request).get("mcp-session-id"))
         if isinstance(session, Response):
             return session
         if request.method == "DELETE":
@@ -326,13 +342,13 @@ class HttpFrontend:
     async def _post(self, request: HttpRequest, principal: str | None) -> Response:
         if not _accepts(request, "application/json"):
             return _plain(406, "Not Acceptable: the client must accept application/json")
-        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        content_type = _headers(request).get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return _plain(415, "Unsupported Media Type: Content-Type must be application/json")
         message = await self._read_message(request)
         if isinstance(message, Response):
             return message
-        version = request.headers.get("mcp-protocol-version")
+        version = _headers(request).get("mcp-protocol-version")
         if isinstance(message, Request) and (
             version in MODERN_VERSIONS or (message.method != "initialize" and carries_envelope(message.params))
         ):
@@ -343,7 +359,7 @@ class HttpFrontend:
             return _plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
         if isinstance(message, Request) and message.method == "initialize":
             return await self._initialize(message, principal)
-        session = self._lookup(request, principal, request.headers.get("mcp-session-id"))
+        session = self._lookup(request, principal, _headers(request).get("mcp-session-id"))
         if isinstance(session, Response):
             return session
         if isinstance(message, Request) and _wants_progress(message) and _accepts(request, "text/event-stream"):
@@ -427,7 +443,7 @@ class HttpFrontend:
     async def _serve_stateless(self, http: HttpRequest, request: Request, principal: str | None) -> Response:
         try:
             envelope = read_envelope(request.params)
-            check_headers(http.headers, request.method, request.params, envelope.version)
+            check_headers(_headers(http), request.method, request.params, envelope.version)
         except ClientError as exc:
             return _modern_answer(error_response(request.id, exc))
         if self._stateless_in_flight >= self.settings.max_sessions:
@@ -501,7 +517,7 @@ class HttpFrontend:
             return _plain(406, "Not Acceptable: the client must accept text/event-stream")
         if session.streams:
             return _plain(409, "Conflict: this session already has an open stream")
-        last = request.headers.get("last-event-id")
+        last = _headers(request).get("last-event-id")
         after = int(last) if last is not None and last.isdigit() else None
         return self._stream(session, self._events(session, after), counted=True)
 
