@@ -482,8 +482,11 @@ class HttpFrontend:
             await body.aclose()  # its request is cancelled now, not when the generator is collected
 
     async def _stateless_answer(self, request: Request, notify: Notify, principal: str | None) -> dict[str, Any]:
-        with structlog.contextvars.bound_contextvars(request_id=request.id, method=request.method):
+        tokens = structlog.contextvars.bind_contextvars(request_id=request.id, method=request.method)
+        try:
             return to_wire(await answer(request, self._stateless(request, notify, principal), log))
+        finally:
+            structlog.contextvars.reset_contextvars(**tokens)
 
     async def _serve_items(self, session: HttpSession, items: Sequence[Message | Malformed]) -> list[dict[str, Any]]:
         answers: list[dict[str, Any]] = []

@@ -116,11 +116,13 @@ class InboundRequests:
 
     async def run(self, request: Request, scope: anyio.CancelScope, notify: Notify) -> Response | ErrorResponse | None:
         """The answer to an admitted request; None when the peer cancelled it (it expects no answer)."""
+        tokens = structlog.contextvars.bind_contextvars(request_id=request.id, method=request.method)
         try:
-            with scope, structlog.contextvars.bound_contextvars(request_id=request.id, method=request.method):
+            with scope:
                 return await self._answer(request, notify)
             return None
         finally:
+            structlog.contextvars.reset_contextvars(**tokens)  # cheaper than bound_contextvars' copy
             self._scopes.pop(request.id, None)
 
     async def _answer(self, request: Request, notify: Notify) -> Response | ErrorResponse:

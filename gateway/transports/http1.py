@@ -30,7 +30,6 @@ it: servers keep idle connections open for seconds (uvicorn: 5 s), not for milli
 
 _READ_SIZE = 64 * 1024
 _BROKEN = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, httptools.HttpParserError)
-_FORBIDDEN_IN_HEADERS = (b"\r", b"\n", b"\0")
 
 
 class Http1Error(Exception):
@@ -117,12 +116,13 @@ class Answer:
 
 
 def _header_lines(headers: Sequence[tuple[bytes, bytes]]) -> bytes:
-    lines = []
-    for name, value in headers:
-        if b":" in name or any(c in name or c in value for c in _FORBIDDEN_IN_HEADERS):
-            raise Http1Error(f"refusing to send a malformed header {name!r}")
-        lines.append(name + b": " + value + b"\r\n")
-    return b"".join(lines)
+    """The header block, refusing any name or value that would split the request (checked on the
+    joined bytes: a few scans in C instead of a loop per header)."""
+    names = b"".join([name for name, _ in headers])
+    probe = names + b"".join([value for _, value in headers])
+    if b":" in names or b"\r" in probe or b"\n" in probe or b"\0" in probe:
+        raise Http1Error(f"refusing to send a malformed header (among {names!r}): a ':' in a name, or CR, LF or NUL")
+    return b"".join([name + b": " + value + b"\r\n" for name, value in headers])
 
 
 class Http1Pool:
@@ -170,7 +170,7 @@ class Http1Pool:
         """POST ``body`` and yield the answer as it arrives; the connection goes back to the pool only
         when the answer was read to its end (else it is closed: it is mid-response)."""
         raw_target = target.encode()
-        if b" " in raw_target or any(c in raw_target for c in _FORBIDDEN_IN_HEADERS):
+        if b" " in raw_target or b"\r" in raw_target or b"\n" in raw_target or b"\0" in raw_target:
             raise Http1Error(f"refusing to send a malformed request target {target!r}")
         request = b"".join(
             (
