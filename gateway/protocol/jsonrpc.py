@@ -141,8 +141,11 @@ def to_wire(message: Message) -> JSONObject:
     return {"jsonrpc": "2.0", "id": message.id, "error": message.error}
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)  # built once, not per call
+
+
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    return _ENCODER.encode(obj).encode()
 
 
 def encode(message: Message) -> bytes:
