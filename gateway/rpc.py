@@ -64,11 +64,24 @@ class RequestTimeout(Exception):
 
 
 class _Pending:
-    __slots__ = ("event", "outcome")
+    """A request waiting for its outcome. The event is made only when someone has to wait: an answer
+    taken in the call that sent the request (HTTP) never needs one."""
+
+    __slots__ = ("_event", "outcome")
 
     def __init__(self) -> None:
-        self.event = anyio.Event()
+        self._event: anyio.Event | None = None
         self.outcome: Response | ErrorResponse | PeerClosed | None = None
+
+    def settle(self, outcome: Response | ErrorResponse | PeerClosed) -> None:
+        self.outcome = outcome
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        if self.outcome is None:
+            self._event = anyio.Event()
+            await self._event.wait()
 
 
 async def _no_requests(request: Request, notify: Notify) -> dict[str, Any]:
@@ -190,8 +203,7 @@ class RpcPeer:
                     await self._send_frame(encode(request))
                 else:
                     await self._exchange(request)
-                if not pending.event.is_set():
-                    await pending.event.wait()
+                await pending.wait()
         except TimeoutError:
             await self._cancel_remote(request_id, "timed out")
             raise RequestTimeout from None
@@ -299,8 +311,7 @@ class RpcPeer:
             if pending is None:
                 self._log.warning("response_for_unknown_id", id=message.id)
                 return
-            pending.outcome = message
-            pending.event.set()
+            pending.settle(message)
         elif isinstance(message, Notification):
             if message.method == "notifications/cancelled":
                 self._inbound.cancel(message.params)
@@ -366,8 +377,7 @@ class RpcPeer:
         self._closed = True
         self._closed_event.set()
         for pending in self._pending.values():
-            pending.outcome = PeerClosed()
-            pending.event.set()
+            pending.settle(PeerClosed())
 
     async def aclose(self) -> None:
         self._close()
