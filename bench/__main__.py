@@ -142,24 +142,30 @@ async def bench_gets(quick: bool, transports: set[str]) -> list[dict[str, Any]]:
 
             proxy_spec = json.dumps({"up": {"url": url, "transport": "http"}})
             async with (
-                http_gateway(http_config("h.toml", "legacy")) as (gateway_url, _),
-                http_gateway(http_config("hm.toml", "modern")) as (modern_gateway_url, _),
+                http_gateway(http_config("h.toml", "legacy")) as (gateway_url, gateway_process),
+                http_gateway(http_config("hm.toml", "modern")) as (modern_gateway_url, modern_gateway_process),
                 spawn([PY, "-m", "bench.fastmcp_proxy", "http", proxy_spec]) as proxy,
             ):
                 proxy_url = f"http://127.0.0.1:{int(await first_line(proxy))}/mcp"
                 await wait_http(proxy_url)
                 http_targets = {
-                    "direct": (url, "p00001", False),
-                    "gateway": (gateway_url, "up__p00001", False),
-                    "fastmcp": (proxy_url, "up_p00001", False),
-                    "direct-26": (url, "p00001", True),
-                    "gateway-26": (modern_gateway_url, "up__p00001", True),
+                    "direct": (url, "p00001", False, None),
+                    "gateway": (gateway_url, "up__p00001", False, gateway_process.pid),
+                    "fastmcp": (proxy_url, "up_p00001", False, proxy.pid),
+                    "direct-26": (url, "p00001", True, None),
+                    "gateway-26": (modern_gateway_url, "up__p00001", True, modern_gateway_process.pid),
                 }
                 for concurrency in (1, 16, 64):
-                    for target, (target_url, name, is_modern) in http_targets.items():
+                    for target, (target_url, name, is_modern, middle) in http_targets.items():
+                        cpu_of = {"upstream": upstream.pid} | ({} if middle is None else {"middle": middle})
                         async with http_client(target_url, modern=is_modern) as client:
                             measured = await load(
-                                client, name, concurrency=concurrency, total=total // 2, budget_s=budget
+                                client,
+                                name,
+                                concurrency=concurrency,
+                                total=total // 2,
+                                budget_s=budget,
+                                cpu_of=cpu_of,
                             )
                             rows.append({"transport": "http", "target": target, "concurrency": concurrency, **measured})
     return rows
@@ -354,7 +360,14 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
             r["p50_ms"] for r in rows if (r["transport"], r["target"], r["concurrency"]) == (transport, target, 1)
         )
 
+    def cpu(target: str, process: str) -> float:
+        row = next(r for r in rows if (r["transport"], r["target"], r["concurrency"]) == ("http", target, 16))
+        return float(row["cpu_us_per_request"][process])
+
     out = {}
+    for target in ("gateway", "gateway-26"):  # the gateway's own cost, next to the upstream server's
+        suffix = "_2026" if target.endswith("26") else ""
+        out[f"http{suffix}_gateway_cpu_vs_upstream_cpu_at_16"] = cpu(target, "middle") / cpu(target, "upstream")
     for transport in ("stdio", "http"):
         out[f"{transport}_gateway_vs_direct_rps_at_16"] = rps(transport, "gateway", 16) / rps(transport, "direct", 16)
         out[f"{transport}_gateway_vs_fastmcp_rps_at_16"] = rps(transport, "gateway", 16) / rps(transport, "fastmcp", 16)
@@ -366,11 +379,15 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def print_report(results: dict[str, Any]) -> None:
-    print(f"\n{'transport':9} {'target':10} {'conc':>4} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>9} {'failed':>6}")
+    head = f"{'transport':9} {'target':10} {'conc':>4} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>9} {'failed':>6}"
+    print(f"\n{head} {'CPU µs/req: upstream':>20} {'proxy':>6}")
     for row in results.get("gets", ()):
+        cpu = row.get("cpu_us_per_request", {})
+        upstream_cpu = f"{cpu['upstream']:>20.0f}" if "upstream" in cpu else " " * 20
+        middle_cpu = f"{cpu['middle']:>6.0f}" if "middle" in cpu else ""
         print(
             f"{row['transport']:9} {row['target']:10} {row['concurrency']:>4} {row['p50_ms']:>8.2f} "
-            f"{row['p99_ms']:>8.2f} {row['rps']:>9.0f} {row.get('failed', 0):>6}"
+            f"{row['p99_ms']:>8.2f} {row['rps']:>9.0f} {row.get('failed', 0):>6} {upstream_cpu} {middle_cpu}"
         )
     for section in ("ratios", "listing", "sessions", "startup"):
         if section not in results:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -134,9 +136,25 @@ class _ModernHttp:
         return (await self._post.call(method, _enveloped(params), **extra))[0]
 
 
-async def load(client: Client, name: str, *, concurrency: int, total: int, budget_s: float = 15) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def load(
+    client: Client,
+    name: str,
+    *,
+    concurrency: int,
+    total: int,
+    budget_s: float = 15,
+    cpu_of: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
     """``total`` prompts/get calls (or as many as ``budget_s`` allows), ``concurrency`` at a time:
-    p50/p99 latency (ms) and throughput (req/s)."""
+    p50/p99 latency (ms) and throughput (req/s); with ``cpu_of`` (name → pid), also the CPU time each of
+    those processes spent per request (µs). On a shared machine CPU per request varies far less than
+    throughput, which depends on how the cores happened to be shared."""
     latencies: list[float] = []
     failures: list[str] = []
     remaining = total
@@ -156,6 +174,7 @@ async def load(client: Client, name: str, *, concurrency: int, total: int, budge
 
     for _ in range(max(1, total // 20)):  # warm-up: caches, JIT-free paths, connection pools
         await client.request("prompts/get", {"name": name, "arguments": {"topic": "warm-up"}})
+    cpu_before = {label: cpu_seconds(pid) for label, pid in (cpu_of or {}).items()}
     started = time.perf_counter()
     deadline = started + budget_s
     async with anyio.create_task_group() as tg:
@@ -163,9 +182,15 @@ async def load(client: Client, name: str, *, concurrency: int, total: int, budge
             tg.start_soon(worker)
     elapsed = time.perf_counter() - started
     latencies.sort()
-    return {
+    done = max(1, len(latencies) + len(failures))
+    measured: dict[str, Any] = {
         "p50_ms": latencies[len(latencies) // 2] * 1000,
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
         "rps": len(latencies) / elapsed,
         "failed": len(failures),
     }
+    if cpu_of:
+        measured["cpu_us_per_request"] = {
+            label: (cpu_seconds(pid) - cpu_before[label]) * 1e6 / done for label, pid in cpu_of.items()
+        }
+    return measured
