@@ -23,7 +23,7 @@ import httpx
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from bench.clients import http_client, load, stdio_client
+from bench.clients import children, http_client, load, stdio_client
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -129,7 +129,14 @@ async def bench_gets(quick: bool, transports: set[str]) -> list[dict[str, Any]]:
         for concurrency in (1, 16, 64) if "stdio" in transports else ():
             for target, (command, name, is_modern) in stdio_targets.items():
                 async with stdio_client(command, {"PYTHONPATH": str(ROOT)}, modern=is_modern) as client:
-                    measured = await load(client, name, concurrency=concurrency, total=total, budget_s=budget)
+                    await client.request("prompts/get", {"name": name, "arguments": {"topic": "start"}})  # all up
+                    pid = client.pid
+                    cpu_of = {"upstream": pid} if target.startswith("direct") else {"middle": pid}
+                    if "middle" in cpu_of:
+                        cpu_of["upstream"] = children(pid)[0]
+                    measured = await load(
+                        client, name, concurrency=concurrency, total=total, budget_s=budget, cpu_of=cpu_of
+                    )
                     rows.append({"transport": "stdio", "target": target, "concurrency": concurrency, **measured})
         if "http" not in transports:
             return rows
@@ -360,14 +367,16 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
             r["p50_ms"] for r in rows if (r["transport"], r["target"], r["concurrency"]) == (transport, target, 1)
         )
 
-    def cpu(target: str, process: str) -> float:
-        row = next(r for r in rows if (r["transport"], r["target"], r["concurrency"]) == ("http", target, 16))
+    def cpu(transport: str, target: str, process: str) -> float:
+        row = next(r for r in rows if (r["transport"], r["target"], r["concurrency"]) == (transport, target, 16))
         return float(row["cpu_us_per_request"][process])
 
     out = {}
-    for target in ("gateway", "gateway-26"):  # the gateway's own cost, next to the upstream server's
-        suffix = "_2026" if target.endswith("26") else ""
-        out[f"http{suffix}_gateway_cpu_vs_upstream_cpu_at_16"] = cpu(target, "middle") / cpu(target, "upstream")
+    for transport in ("stdio", "http"):  # the gateway's own cost, next to the upstream server's
+        for target in ("gateway", "gateway-26"):
+            era = "_2026" if target.endswith("26") else ""
+            ratio = cpu(transport, target, "middle") / cpu(transport, target, "upstream")
+            out[f"{transport}{era}_gateway_cpu_vs_upstream_cpu_at_16"] = ratio
     for transport in ("stdio", "http"):
         out[f"{transport}_gateway_vs_direct_rps_at_16"] = rps(transport, "gateway", 16) / rps(transport, "direct", 16)
         out[f"{transport}_gateway_vs_fastmcp_rps_at_16"] = rps(transport, "gateway", 16) / rps(transport, "fastmcp", 16)

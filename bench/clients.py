@@ -39,11 +39,13 @@ async def stdio_client(
     command: Sequence[str], env: Mapping[str, str] | None = None, *, modern: bool = False
 ) -> AsyncIterator[Client]:
     spec = ChildSpec(command[0], tuple(command[1:]), env or {})
-    async with open_child(spec, on_stderr_line=lambda line: None) as (stream, _), anyio.create_task_group() as tg:
+    async with open_child(spec, on_stderr_line=lambda line: None) as (stream, process), anyio.create_task_group() as tg:
         peer = RpcPeer(stream)
         tg.start_soon(peer.run)
 
         class _Stdio:
+            pid = process.pid
+
             async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
                 return await peer.request(method, _enveloped(params) if modern else params, timeout=60)
 
@@ -134,6 +136,11 @@ class _ModernHttp:
         if method == "prompts/get":
             extra["Mcp-Name"] = (params or {})["name"]
         return (await self._post.call(method, _enveloped(params), **extra))[0]
+
+
+def children(pid: int) -> list[int]:
+    """A process's children (Linux ``/proc``): the upstream a stdio proxy started."""
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
 def cpu_seconds(pid: int) -> float:
