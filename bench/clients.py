@@ -34,10 +34,14 @@ class Client(Protocol):
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]: ...
 
 
+class StdioClient(Client, Protocol):
+    pid: int  # the process the client started (a server, or a proxy with the server as its child)
+
+
 @asynccontextmanager
 async def stdio_client(
     command: Sequence[str], env: Mapping[str, str] | None = None, *, modern: bool = False
-) -> AsyncIterator[Client]:
+) -> AsyncIterator[StdioClient]:
     spec = ChildSpec(command[0], tuple(command[1:]), env or {})
     async with open_child(spec, on_stderr_line=lambda line: None) as (stream, process), anyio.create_task_group() as tg:
         peer = RpcPeer(stream)
