@@ -204,17 +204,19 @@ async def _read_body(request: HttpRequest, limit: int) -> bytes | None:
     declared = _headers(request).get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         return None
-    body = b""
+    chunks: list[bytes] = []
+    size = 0
     while True:
         message = await request.receive()
         if message["type"] != "http.request":
             raise ClientDisconnect
         chunk: bytes = message.get("body", b"")
-        body += chunk
-        if len(body) > limit:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
             return None
         if not message.get("more_body", False):
-            return body
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 class HttpFrontend:

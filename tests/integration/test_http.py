@@ -212,6 +212,33 @@ async def test_origin_and_host_validation(tmp_path: Path) -> None:
         assert (await raw.get(f"{base}/sse", headers={"Origin": "http://evil.example"})).status_code == 403
 
 
+async def test_bodies_over_the_size_bound_are_refused_whether_declared_or_streamed(tmp_path: Path) -> None:
+    limit = 64 * 1024
+    config = write_config(
+        tmp_path / "c.toml", [demo_upstream("writing", "writing")], server=HTTP, gateway={"max_message_bytes": limit}
+    )
+
+    def chunked(body: bytes, size: int = 4096) -> AsyncIterator[bytes]:
+        async def pieces() -> AsyncIterator[bytes]:
+            for start in range(0, len(body), size):
+                yield body[start : start + size]
+
+        return pieces()
+
+    padded = {**INIT, "params": {**INIT["params"], "_meta": {"pad": "x" * (limit // 2)}}}  # under the bound
+    within = json.dumps(padded).encode()
+    over = json.dumps({**INIT, "params": {**INIT["params"], "_meta": {"pad": "x" * limit}}}).encode()
+    async with gateway_http(config) as base, httpx.AsyncClient() as raw:
+        url = f"{base}/mcp"
+        declared = await raw.post(url, content=over, headers=JSON_HEADERS)
+        streamed = await raw.post(url, content=chunked(over), headers=JSON_HEADERS)  # no Content-Length
+        assert (declared.status_code, streamed.status_code) == (413, 413)
+        assert f"the limit is {limit} bytes" in streamed.json()["error"]["message"]
+        pieced = await raw.post(url, content=chunked(within), headers=JSON_HEADERS)  # many pieces, one message
+        assert pieced.status_code == 200
+        t.InitializeResult.model_validate(pieced.json()["result"])
+
+
 async def test_session_rules(tmp_path: Path) -> None:
     config = write_config(
         tmp_path / "c.toml",
