@@ -141,6 +141,11 @@ class Http1Pool:
         self._idle: list[_Connection] = []
         self.max_idle = 64
 
+    @property
+    def idle_count(self) -> int:
+        """Connections kept for reuse."""
+        return len(self._idle)
+
     async def _connect(self) -> _Connection:
         stream: anyio.abc.ByteStream
         try:

@@ -89,6 +89,7 @@ async def test_requests_reuse_one_keep_alive_connection() -> None:
     async with serving() as (server, url):
         pool = Http1Pool(url, headers=[(b"authorization", b"Bearer x")], connect_timeout_s=5)
         assert await post(pool, b"one") == (200, b"one")
+        assert pool.idle_count == 1
         assert await post(pool, b"two") == (200, b"two")
         assert server.accepted == 1
         await pool.aclose()
@@ -186,13 +187,20 @@ async def answering(*replies: bytes) -> AsyncIterator[tuple[list[int], str]]:
         tg.cancel_scope.cancel()
 
 
-async def test_a_body_without_length_runs_until_the_server_closes() -> None:
-    reply = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{}"
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\nok",  # the body runs until the server closes
+        b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok",
+    ],
+)
+async def test_a_connection_the_answer_ends_is_not_kept(reply: bytes) -> None:
     async with answering(reply, reply) as (accepted, url):
         pool = Http1Pool(url, headers=[], connect_timeout_s=5)
-        assert await post(pool, b"x") == (200, b"{}")
-        assert await post(pool, b"x") == (200, b"{}")
-        assert len(accepted) == 2  # a connection the server closed is not kept
+        assert await post(pool, b"x") == (200, b"ok")
+        assert pool.idle_count == 0  # nothing to reuse: the server ends the connection with its answer
+        assert await post(pool, b"x") == (200, b"ok")
+        assert len(accepted) == 2
         await pool.aclose()
 
 
@@ -206,28 +214,17 @@ async def test_an_interim_answer_is_skipped_for_the_final_one() -> None:
         await pool.aclose()
 
 
-async def test_connection_close_is_honoured() -> None:
-    reply = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok"
-    async with answering(reply, reply) as (accepted, url):
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort", "broke off"),  # cut short
+        (b"SSH-2.0-OpenSSH_9.6\r\n", "HttpParserError"),  # not HTTP at all
+    ],
+)
+async def test_a_broken_answer_is_an_http1_error(reply: bytes, reason: str) -> None:
+    async with answering(reply) as (_, url):
         pool = Http1Pool(url, headers=[], connect_timeout_s=5)
-        assert await post(pool, b"x") == (200, b"ok")
-        assert await post(pool, b"x") == (200, b"ok")
-        assert len(accepted) == 2
-        await pool.aclose()
-
-
-async def test_a_response_cut_short_is_an_http1_error() -> None:
-    async with answering(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort") as (_, url):
-        pool = Http1Pool(url, headers=[], connect_timeout_s=5)
-        with pytest.raises(Http1Error, match="broke off"):
-            await post(pool, b"x")
-        await pool.aclose()
-
-
-async def test_garbage_instead_of_http_is_an_http1_error() -> None:
-    async with answering(b"SSH-2.0-OpenSSH_9.6\r\n") as (_, url):
-        pool = Http1Pool(url, headers=[], connect_timeout_s=5)
-        with pytest.raises(Http1Error, match="HttpParserError"):
+        with pytest.raises(Http1Error, match=reason):
             await post(pool, b"x")
         await pool.aclose()
 
