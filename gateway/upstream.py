@@ -356,7 +356,7 @@ class UpstreamConnector:
     async def _listen(self, peer: RpcPeer) -> None:
         """Hold a ``subscriptions/listen`` stream open for prompt list changes, re-opening it when the server
         ends it; while it is down, the catalog does not cache this server's pages without a TTL."""
-        delay = 1.0
+        retry = Backoff(initial_s=1.0, max_s=30.0)
         params = {"notifications": {"promptsListChanged": True}}
         while not peer.closed:
             try:
@@ -369,11 +369,11 @@ class UpstreamConnector:
                 return
             finally:
                 self._listen_scope = None
-                if self._listening:
+                if self._listening:  # it was up: a later drop is a new one, not one more failed attempt
                     self._listening = False
+                    retry.reset()
                     self._on_change(self.namespace)  # changes may now go unannounced: stop caching
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 30.0)
+            await anyio.sleep(retry.next_delay() or retry.max_s)
 
     async def _handshake(self, peer: RpcPeer) -> None:
         params = {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO}
