@@ -4,7 +4,9 @@ upstreams over stdio and Streamable HTTP, and clients of older revisions served 
 from __future__ import annotations
 
 import base64
+import itertools
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -377,3 +379,17 @@ async def test_a_2026_client_of_a_2024_11_05_upstream(tmp_path: Path) -> None:
         )
         check("2026-07-28", "CompleteResultResponse", completed.json())
         assert completed.json()["result"]["completion"]["values"] == ["autumn", "august"]
+
+
+async def test_a_listen_stream_that_was_up_is_reopened_promptly_each_time_it_ends(tmp_path: Path) -> None:
+    """The retry delay grows only while re-opening fails: a server ending acknowledged streams (a
+    restart, a load balancer) sees the gateway back within the first delay every time, not after 2, 4,
+    8 s."""
+    config = write_config(tmp_path / "c.toml", [sdk_upstream("fickle", "fickle_listener")], server=HTTP)
+    async with running_gateway(config) as gateway:
+        ended_at: list[float] = []
+        for _ in range(4):
+            await gateway.wait_for_event("upstream_listen_ended", timeout=20)
+            ended_at.append(time.monotonic())
+    gaps = [later - earlier for earlier, later in itertools.pairwise(ended_at)]
+    assert all(gap < 1.8 for gap in gaps), gaps  # the first delay is 0.5-1 s; doubling would make 2 and 4
