@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gateway.errors import HeaderMismatch, InvalidParams, UnsupportedVersion
@@ -90,6 +90,7 @@ def test_headers_must_mirror_the_body() -> None:
 
 
 @given(st.text())
+@example("0\n")  # Python's ``$`` matches before a final newline: a trailing LF once passed as header-safe
 def test_any_value_survives_header_encoding_and_comes_out_header_safe(value: str) -> None:
     encoded = encode_header_value(value)
     assert decode_header_value(encoded) == value
@@ -131,3 +132,8 @@ def test_envelopes_are_rewritten_for_the_server_era() -> None:
         CLIENT_INFO_KEY: {"name": "gw", "version": "1"},  # ours: the upstream talks to the gateway
     }
     assert with_envelope(None, version="2026-07-28", client_info={})["_meta"][CLIENT_CAPABILITIES_KEY] == {}
+
+
+def test_a_value_with_a_trailing_line_break_is_not_a_header_value() -> None:
+    assert decode_header_value("abc\n") is None
+    assert decode_header_value("=?base64?YQ==?=\n") is None

@@ -56,8 +56,8 @@ RECOGNIZED_MODERN_ERRORS = frozenset(
 )
 """Error codes that only a modern server sends: seeing one proves the peer is modern (no fallback)."""
 
-_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$", re.DOTALL)
-_HEADER_SAFE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$")
+_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>.*)\?=\Z", re.DOTALL)
+_HEADER_SAFE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?\Z")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,35 +1,32 @@
-"""A lean HTTP/1.1 client for the upstream hot path: llhttp (via httptools) parses, anyio moves bytes.
+"""A lean HTTP/1.1 client for the upstream hot path: llhttp (via httptools) parses, an asyncio protocol
+moves the bytes.
 
 Every upstream request is a POST to one origin. httpcore serves that well but, per request, scans every
 pooled connection (is it idle? has its socket been closed?) and writes headers and body separately;
 at a few dozen connections that was most of the gateway's CPU on the HTTP path (README, Performance).
-Here idle connections wait in a LIFO stack: a request takes the most recently used one (checked with
-one ``poll``, and only when it has been idle long enough for a server to have closed it) or opens a
-new one, and writes its head and body in one send. Responses stream as llhttp parses them: the same C
-parser uvicorn uses, a fifth of the cost of h11, which this client used before.
+Here idle connections wait in a LIFO stack: a request takes the most recently used one that the
+server has not closed (the protocol is told when it does) or opens a new one, and writes its head and
+body in one write. Responses are parsed as their bytes arrive, by the same C parser uvicorn uses (a
+fifth of the cost of h11, which this client used before), straight from the transport's callback: no
+stream layer between the socket and the parser (anyio's costs a loop turn per send).
 """
 
 from __future__ import annotations
 
-import select
-import socket
+import asyncio
 import ssl
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import cast
 from urllib.parse import urlsplit
 
 import anyio
-import anyio.abc
 import httptools
 
-IDLE_CHECK_AFTER_S = 1.0
-"""A connection idle for less than this is reused without asking the socket whether the server closed
-it: servers keep idle connections open for seconds (uvicorn: 5 s), not for milliseconds."""
-
-_READ_SIZE = 64 * 1024
-_BROKEN = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, httptools.HttpParserError)
+_PAUSE_READING_AT = 256 * 1024
+"""Bytes of answer waiting to be read before the socket stops being read (a slow consumer of an SSE
+answer must not make the gateway buffer without bound)."""
 
 
 class Http1Error(Exception):
@@ -75,31 +72,71 @@ class _Response:
         return b"content-length" not in names and b"transfer-encoding" not in names
 
 
-@dataclass
-class _Connection:
-    stream: anyio.abc.ByteStream
-    idle_since: float
-    sock: socket.socket | None  # looked up once: anyio builds every socket attribute on each lookup
-    response: _Response = field(default_factory=_Response)
+class _Connection(asyncio.Protocol):
+    """One kept-alive connection: the transport's callbacks feed the parser and wake the request."""
 
-    def closed_by_server(self) -> bool:
-        if time.monotonic() - self.idle_since < IDLE_CHECK_AFTER_S:
-            return False
-        sock = self.sock
-        if sock is None or sock.fileno() < 0:
-            return True  # nothing to ask: do not reuse it
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        return bool(poller.poll(0))  # an idle HTTP/1.1 socket with something to read is being closed
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.response = _Response()
+        self.ended = False  # the server closed it, or it broke: never reused
+        self.error: Exception | None = None
+        self._buffered = 0
+        self._waiter: asyncio.Future[None] | None = None
 
-    async def feed(self) -> bool:
-        """Read once and parse it; False when the server closed the connection."""
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast("asyncio.Transport", transport)  # a stream connection's (uvloop's is no subclass)
+
+    def data_received(self, data: bytes) -> None:
+        before = len(self.response.chunks)
         try:
-            data = await self.stream.receive(_READ_SIZE)
-        except anyio.EndOfStream:
-            return False
-        self.response.parser.feed_data(data)
-        return True
+            self.response.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self.error = exc
+            self.close()
+        self._buffered += sum(len(chunk) for chunk in self.response.chunks[before:])
+        if self._buffered > _PAUSE_READING_AT and self.transport is not None:
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool | None:
+        self.ended = True
+        self._wake()
+        return None  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended = True
+        if exc is not None and self.error is None:
+            self.error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Until the transport next reports something (data, end, error)."""
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def take_chunks(self) -> list[bytes]:
+        chunks, self.response.chunks = self.response.chunks, []
+        if self._buffered > _PAUSE_READING_AT and self.transport is not None:
+            self.transport.resume_reading()
+        self._buffered = 0
+        return chunks
+
+    def write(self, data: bytes) -> None:
+        if self.ended or self.transport is None or self.transport.is_closing():
+            raise Http1Error("the connection is closed")
+        self.transport.write(data)
+
+    def close(self) -> None:
+        self.ended = True
+        if self.transport is not None:
+            self.transport.abort()
 
 
 @dataclass(frozen=True)
@@ -147,28 +184,21 @@ class Http1Pool:
         return len(self._idle)
 
     async def _connect(self) -> _Connection:
-        stream: anyio.abc.ByteStream
+        loop = asyncio.get_running_loop()
         try:
             with anyio.fail_after(self._connect_timeout_s):
-                if self._ssl_context is None:
-                    stream = await anyio.connect_tcp(self._host, self._port)
-                else:
-                    stream = await anyio.connect_tcp(
-                        self._host, self._port, ssl_context=self._ssl_context, tls_standard_compatible=False
-                    )
-        except (OSError, TimeoutError, anyio.BrokenResourceError) as exc:
+                _, connection = await loop.create_connection(_Connection, self._host, self._port, ssl=self._ssl_context)
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise Http1Error(f"cannot connect: {type(exc).__name__}") from exc
-        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)  # noqa: S610 - anyio, not Django
-        return _Connection(stream, time.monotonic(), sock)
+        return connection
 
-    async def _checkout(self) -> tuple[_Connection, bool]:
-        """A connection, and whether it is fresh (one reused may turn out closed by the server)."""
+    def _checkout(self) -> _Connection | None:
+        """The most recently used connection the server has not closed, if any."""
         while self._idle:
             connection = self._idle.pop()
-            if not connection.closed_by_server():
-                return connection, False
-            await anyio.aclose_forcefully(connection.stream)
-        return await self._connect(), True
+            if not connection.ended:
+                return connection
+        return None
 
     @asynccontextmanager
     async def post(self, target: str, headers: Sequence[tuple[bytes, bytes]], body: bytes) -> AsyncIterator[Answer]:
@@ -186,62 +216,57 @@ class Http1Pool:
                 body,
             )
         )
-        connection, fresh = await self._checkout()
+        reused = self._checkout()
+        connection = reused if reused is not None else await self._connect()
         reusable = False
         try:
             try:
                 await self._send(connection, request)
-            except _BROKEN as exc:
-                if fresh:
-                    raise Http1Error(f"the connection failed: {type(exc).__name__}") from exc
+            except Http1Error:
+                if reused is None:
+                    raise
                 # The server closed this kept-alive connection as we reused it (no answer began): the
                 # request never reached it. Once more, on a new connection.
-                await anyio.aclose_forcefully(connection.stream)
-                connection, fresh = await self._connect(), True
-                try:
-                    await self._send(connection, request)
-                except _BROKEN as exc_again:
-                    raise Http1Error(f"the connection failed: {type(exc_again).__name__}") from exc_again
+                connection.close()
+                connection = await self._connect()
+                await self._send(connection, request)
             response = connection.response
-            closed = False
 
             async def body_chunks() -> AsyncIterator[bytes]:
-                nonlocal closed
                 while True:
-                    if response.chunks:
-                        chunks, response.chunks = response.chunks, []
-                        for chunk in chunks:
-                            yield chunk
+                    for chunk in connection.take_chunks():
+                        yield chunk
                     if response.done:
                         return
-                    try:
-                        if not await connection.feed():
-                            closed = True
-                            if response.ends_at_close():
-                                return
-                            raise Http1Error("the response broke off: the server closed the connection")
-                    except _BROKEN as exc:
-                        raise Http1Error(f"the response broke off: {type(exc).__name__}") from exc
+                    if connection.error is not None:
+                        raise Http1Error(f"the response broke off: {type(connection.error).__name__}")
+                    if connection.ended:
+                        if response.ends_at_close():
+                            return
+                        raise Http1Error("the response broke off: the server closed the connection")
+                    await connection.wait()
 
             yield Answer(response.status, response.headers, body_chunks())
-            reusable = response.done and not closed and response.keep_alive
+            reusable = response.done and not connection.ended and response.keep_alive
         finally:
             if reusable and len(self._idle) < self.max_idle:
-                connection.idle_since = time.monotonic()
                 connection.response = _Response()
                 self._idle.append(connection)
             else:
-                await anyio.aclose_forcefully(connection.stream)
+                connection.close()
 
     @staticmethod
     async def _send(connection: _Connection, request: bytes) -> None:
         """Send the request in one write and wait for the response head."""
-        await connection.stream.send(request)
+        connection.write(request)
         while not connection.response.head_done:
-            if not await connection.feed():
-                raise anyio.EndOfStream
+            if connection.error is not None:
+                raise Http1Error(f"the connection failed: {type(connection.error).__name__}")
+            if connection.ended:
+                raise Http1Error("the connection failed: the server closed it")
+            await connection.wait()
 
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
         for connection in idle:
-            await anyio.aclose_forcefully(connection.stream)
+            connection.close()

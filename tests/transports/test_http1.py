@@ -11,10 +11,17 @@ import h11
 import pytest
 from anyio.abc import SocketStream
 
-from gateway.transports import http1
 from gateway.transports.http1 import Http1Error, Http1Pool
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(
+    params=[("asyncio", {"use_uvloop": False}), ("asyncio", {"use_uvloop": True})], ids=["asyncio", "uvloop"]
+)
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, bool]]:
+    """Both event loops the gateway runs on: their transports differ (uvloop's are no asyncio subclasses)."""
+    return request.param  # type: ignore[no-any-return]
 
 
 class Server:
@@ -132,8 +139,7 @@ async def test_an_answer_left_unread_closes_its_connection() -> None:
         await pool.aclose()
 
 
-async def test_a_connection_the_server_closed_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http1, "IDLE_CHECK_AFTER_S", 0.0)  # ask the socket every time
+async def test_a_connection_the_server_closed_is_not_reused() -> None:
     async with serving() as (server, url):
         server.close_after_each = True
         pool = Http1Pool(url, headers=[], connect_timeout_s=5)
