@@ -234,8 +234,11 @@ class Http1Pool:
 
             async def body_chunks() -> AsyncIterator[bytes]:
                 while True:
-                    for chunk in connection.take_chunks():
+                    chunks = connection.take_chunks()
+                    for chunk in chunks:
                         yield chunk
+                    if chunks:
+                        continue  # more may have arrived while those were read
                     if response.done:
                         return
                     if connection.error is not None:

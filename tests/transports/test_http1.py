@@ -251,3 +251,17 @@ async def test_a_target_that_would_split_the_request_is_refused() -> None:
 async def post_with(pool: Http1Pool, headers: list[tuple[bytes, bytes]], target: str = "/mcp") -> None:
     async with pool.post(target, headers, b"x"):
         pass  # pragma: no cover - refused before anything is sent
+
+
+async def test_a_large_answer_arrives_whole_through_paused_and_resumed_reading() -> None:
+    body = bytes(range(256)) * 8192  # 2 MiB: reading pauses at 256 KiB unread and resumes as it is taken
+    reply = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+    async with answering(reply) as (_, url):
+        pool = Http1Pool(url, headers=[], connect_timeout_s=5)
+        async with pool.post("/mcp", [], b"x") as answer:
+            received = bytearray()
+            async for chunk in answer.body:
+                received += chunk
+                await anyio.lowlevel.checkpoint()  # a consumer that lets the loop run between chunks
+        assert bytes(received) == body
+        await pool.aclose()
