@@ -44,25 +44,31 @@ class _Response:
         self.chunks: list[bytes] = []
         self.done = False
         self.keep_alive = False  # read when the message completes: llhttp forgets it right after
+        self.stray = False
 
     def on_message_begin(self) -> None:  # also after an interim 1xx answer: the real one starts afresh
+        if self.done:
+            self.stray = True  # a second answer nobody asked for: ignored, and the connection not reused
+            return
         self.headers = []
         self.head_done = False
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name.lower(), value))
+        if not self.done:
+            self.headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
-        if status >= 200:
+        if status >= 200 and not self.done:
             self.status = status
             self.head_done = True
 
     def on_body(self, body: bytes) -> None:
-        self.chunks.append(body)
+        if not self.done:
+            self.chunks.append(body)
 
     def on_message_complete(self) -> None:
-        if self.head_done:
+        if self.head_done and not self.done:
             self.done = True
             self.keep_alive = self.parser.should_keep_alive()
 
@@ -79,6 +85,7 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.response = _Response()
         self.ended = False  # the server closed it, or it broke: never reused
+        self.idle = False  # in the pool, between requests
         self.error: Exception | None = None
         self._buffered = 0
         self._waiter: asyncio.Future[None] | None = None
@@ -87,6 +94,9 @@ class _Connection(asyncio.Protocol):
         self.transport = cast("asyncio.Transport", transport)  # a stream connection's (uvloop's is no subclass)
 
     def data_received(self, data: bytes) -> None:
+        if self.idle:  # nothing was asked: a server talking out of turn is not spoken to again
+            self.close()
+            return
         before = len(self.response.chunks)
         try:
             self.response.parser.feed_data(data)
@@ -197,6 +207,7 @@ class Http1Pool:
         while self._idle:
             connection = self._idle.pop()
             if not connection.ended:
+                connection.idle = False
                 return connection
         return None
 
@@ -250,10 +261,11 @@ class Http1Pool:
                     await connection.wait()
 
             yield Answer(response.status, response.headers, body_chunks())
-            reusable = response.done and not connection.ended and response.keep_alive
+            reusable = response.done and response.keep_alive and not (connection.ended or response.stray)
         finally:
             if reusable and len(self._idle) < self.max_idle:
                 connection.response = _Response()
+                connection.idle = True
                 self._idle.append(connection)
             else:
                 connection.close()

@@ -265,3 +265,49 @@ async def test_a_large_answer_arrives_whole_through_paused_and_resumed_reading()
                 await anyio.lowlevel.checkpoint()  # a consumer that lets the loop run between chunks
         assert bytes(received) == body
         await pool.aclose()
+
+
+async def test_a_connection_the_server_talks_on_out_of_turn_is_not_reused() -> None:
+    reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    stale = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nstale"
+    async with answering(reply + stale, reply) as (accepted, url):  # the stray answer in the same breath
+        pool = Http1Pool(url, headers=[], connect_timeout_s=5)
+        assert await post(pool, b"x") == (200, b"ok")
+        assert pool.idle_count == 0
+        assert await post(pool, b"x") == (200, b"ok")
+        assert len(accepted) == 2
+        await pool.aclose()
+
+
+async def test_a_pooled_connection_the_server_talks_on_is_dropped() -> None:
+    pooled, dropped = anyio.Event(), anyio.Event()
+    reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    accepted: list[SocketStream] = []
+
+    async def handle(stream: SocketStream) -> None:
+        accepted.append(stream)
+        async with stream:
+            with suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                await stream.receive()
+                await stream.send(reply)
+                if len(accepted) > 1:
+                    return
+                await pooled.wait()  # the client has put the connection back: now talk out of turn
+                await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nstale")
+                await stream.receive()  # until the client hangs up
+            dropped.set()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610 - anyio, not Django
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, handle)
+        pool = Http1Pool(f"http://127.0.0.1:{port}/mcp", headers=[], connect_timeout_s=5)
+        assert await post(pool, b"x") == (200, b"ok")
+        assert pool.idle_count == 1
+        pooled.set()
+        with anyio.fail_after(5):
+            await dropped.wait()  # the client hung up on a server that spoke out of turn
+        assert await post(pool, b"x") == (200, b"ok")
+        assert len(accepted) == 2
+        await pool.aclose()
+        tg.cancel_scope.cancel()
