@@ -199,10 +199,9 @@ class RpcPeer:
         try:
             request = Request(request_id, method, params)
             with anyio.fail_after(math.inf if timeout is None else timeout):
-                if self._exchanging is None:
-                    await self._send_frame(encode(request))
-                else:
-                    await self._exchange(request)
+                answer = await self._transmit(encode(request), request)
+                if answer is not None:
+                    await self._take(answer)
                 await pending.wait()
         except TimeoutError:
             await self._cancel_remote(request_id, "timed out")
@@ -228,30 +227,22 @@ class RpcPeer:
             with contextlib.suppress(PeerClosed):
                 await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
 
-    async def _exchange(self, request: Request) -> None:
-        """Send a request on a stream that may hand its answer straight back (and take that answer)."""
-        assert self._exchanging is not None  # noqa: S101 - only called when it is
-        if self._closed:
-            raise PeerClosed
-        try:
-            answer = await self._exchanging.exchange(encode(request), request.id, request.method, request.params)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            self._close()
-            raise PeerClosed from exc
-        if answer is not None:
-            await self._take(answer)
-
     async def _send(self, message: Message) -> None:
-        await self._send_frame(encode(message))
+        await self._transmit(encode(message))
 
-    async def _send_frame(self, frame: bytes) -> None:
+    async def _transmit(self, frame: bytes, request: Request | None = None) -> bytes | None:
+        """Send a frame; a request on a stream that can answer in the same call (HTTP) is exchanged,
+        and its answer returned. A stream that fails closes the peer."""
         if self._closed:
             raise PeerClosed
         try:
+            if request is not None and self._exchanging is not None:
+                return await self._exchanging.exchange(frame, request.id, request.method, request.params)
             await self._stream.send(frame)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self._close()
             raise PeerClosed from exc
+        return None
 
     # ---- incoming ------------------------------------------------------------------------------
 
@@ -339,7 +330,7 @@ class RpcPeer:
                     await self._dispatch(item)
         if answers:
             with contextlib.suppress(PeerClosed):
-                await self._send_frame(dumps(answers))
+                await self._transmit(dumps(answers))
 
     async def _collect(self, request: Request, answers: list[dict[str, Any]]) -> None:
         admitted = self._inbound.admit(request)
