@@ -139,21 +139,9 @@ class _HttpStream:
 
 
 class StreamableHttpStream(_HttpStream):
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        url: str,
-        task_group: TaskGroup,
-        max_message_bytes: int,
-        *,
-        headers: Mapping[str, str],
-        timeout_s: float,
-    ) -> None:
-        super().__init__(client, url, task_group, max_message_bytes, headers=headers, timeout_s=timeout_s)
-        self.session_id: str | None = None
-        self.protocol_version: str | None = None
-        self._listening = False
-        self._in_flight: dict[Any, anyio.CancelScope] = {}  # modern: cancelling closes the response stream
+    session_id: str | None = None  # per instance once set; immutable defaults, so no __init__ of its own
+    protocol_version: str | None = None
+    _listening = False
 
     def set_protocol_version(self, version: str | None) -> None:
         self.protocol_version = version
@@ -171,20 +159,11 @@ class StreamableHttpStream(_HttpStream):
         return headers
 
     async def _post(self, frame: bytes) -> None:
+        """Notifications and answers (requests are exchanged: ``exchange``)."""
         request_id, method, params = _peek(frame)
         if self.modern and method == "notifications/cancelled":
-            scope = self._in_flight.get((params or {}).get("requestId"))
-            if scope is not None:
-                scope.cancel()
-            return
-        if not self.modern or request_id is None:
-            answer = await self._exchange(frame, request_id, self._request_headers(method, params))
-        else:
-            with anyio.CancelScope() as self._in_flight[request_id]:
-                try:
-                    answer = await self._exchange(frame, request_id, self._request_headers(method, params))
-                finally:
-                    del self._in_flight[request_id]
+            return  # not sent but carried out: the cancelled exchange's caller closes its connection
+        answer = await self._exchange(frame, request_id, self._request_headers(method, params))
         if answer is not None:
             await self._deliver(answer)
 
