@@ -162,12 +162,16 @@ class Answer:
         return None
 
 
+def _breaks_framing(data: bytes) -> bool:
+    """Whether ``data`` would end a line of the request early (CR, LF) or be cut at a NUL."""
+    return b"\r" in data or b"\n" in data or b"\0" in data
+
+
 def _header_lines(headers: Sequence[tuple[bytes, bytes]]) -> bytes:
     """The header block, refusing any name or value that would split the request (checked on the
     joined bytes: a few scans in C instead of a loop per header)."""
     names = b"".join([name for name, _ in headers])
-    probe = names + b"".join([value for _, value in headers])
-    if b":" in names or b"\r" in probe or b"\n" in probe or b"\0" in probe:
+    if b":" in names or _breaks_framing(names + b"".join([value for _, value in headers])):
         raise Http1Error(f"refusing to send a malformed header (among {names!r}): a ':' in a name, or CR, LF or NUL")
     return b"".join([name + b": " + value + b"\r\n" for name, value in headers])
 
@@ -177,14 +181,13 @@ class Http1Pool:
 
     def __init__(self, url: str, *, headers: Sequence[tuple[bytes, bytes]], connect_timeout_s: float) -> None:
         parts = urlsplit(url)
-        self._tls = parts.scheme == "https"
+        tls = parts.scheme == "https"
         self._host = parts.hostname or "localhost"
-        self._port = parts.port or (443 if self._tls else 80)
-        default_port = self._port == (443 if self._tls else 80)
-        self._authority = (self._host if default_port else f"{self._host}:{self._port}").encode()
-        self._fixed_headers = _header_lines([(b"host", self._authority), *headers])  # checked once
+        self._port = parts.port or (443 if tls else 80)
+        authority = self._host if self._port == (443 if tls else 80) else f"{self._host}:{self._port}"
+        self._fixed_headers = _header_lines([(b"host", authority.encode()), *headers])  # checked once
         self._connect_timeout_s = connect_timeout_s
-        self._ssl_context = ssl.create_default_context() if self._tls else None
+        self._ssl_context = ssl.create_default_context() if tls else None
         self._idle: list[_Connection] = []
         self.max_idle = 64
 
@@ -216,7 +219,7 @@ class Http1Pool:
         """POST ``body`` and yield the answer as it arrives; the connection goes back to the pool only
         when the answer was read to its end (else it is closed: it is mid-response)."""
         raw_target = target.encode()
-        if b" " in raw_target or b"\r" in raw_target or b"\n" in raw_target or b"\0" in raw_target:
+        if b" " in raw_target or _breaks_framing(raw_target):
             raise Http1Error(f"refusing to send a malformed request target {target!r}")
         request = b"".join(
             (
