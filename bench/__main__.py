@@ -14,8 +14,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -141,17 +142,21 @@ async def bench_gets(quick: bool, transports: set[str]) -> list[dict[str, Any]]:
                     proxied = not target.startswith("direct")
                     cpu_of = {"middle": pid, "upstream": children(pid)[0]} if proxied else {"upstream": pid}
                     stdio_clients[target] = (started, name, cpu_of)
-                measured_rounds: dict[str, list[dict[str, Any]]] = {target: [] for target in stdio_clients}
-                for _ in range(rounds):
-                    for target, (client, name, cpu_of) in stdio_clients.items():
-                        measured = await load(
-                            client, name, concurrency=concurrency, total=per_round, budget_s=round_budget, cpu_of=cpu_of
-                        )
-                        measured_rounds[target].append(measured)
-                for target, measured_list in measured_rounds.items():
-                    rows.append(
-                        {"transport": "stdio", "target": target, "concurrency": concurrency, **median_of(measured_list)}
+
+                measures = {
+                    target: partial(
+                        load,
+                        client,
+                        name,
+                        concurrency=concurrency,
+                        total=per_round,
+                        budget_s=round_budget,
+                        cpu_of=cpu_of,
                     )
+                    for target, (client, name, cpu_of) in stdio_clients.items()
+                }
+                for target, measured in (await in_rounds(measures, rounds)).items():
+                    rows.append({"transport": "stdio", "target": target, "concurrency": concurrency, **measured})
         if "http" not in transports:
             return rows
         async with spawn([*UPSTREAM], {"SERVE": "http"}) as upstream:
@@ -177,29 +182,21 @@ async def bench_gets(quick: bool, transports: set[str]) -> list[dict[str, Any]]:
                     "gateway-26": (modern_gateway_url, "up__p00001", True, modern_gateway_process.pid),
                 }
                 for concurrency in (1, 16, 64):
-                    http_rounds: dict[str, list[dict[str, Any]]] = {target: [] for target in http_targets}
-                    for _ in range(rounds):
-                        for target, (target_url, name, is_modern, middle) in http_targets.items():
-                            cpu_of = {"upstream": upstream.pid} | ({} if middle is None else {"middle": middle})
-                            async with http_client(target_url, modern=is_modern) as target_client:
-                                measured = await load(
-                                    target_client,
-                                    name,
-                                    concurrency=concurrency,
-                                    total=per_round // 2,
-                                    budget_s=round_budget,
-                                    cpu_of=cpu_of,
-                                )
-                            http_rounds[target].append(measured)
-                    for target, measured_list in http_rounds.items():
-                        rows.append(
-                            {
-                                "transport": "http",
-                                "target": target,
-                                "concurrency": concurrency,
-                                **median_of(measured_list),
-                            }
+                    measures = {
+                        target: partial(
+                            load_http,
+                            target_url,
+                            name,
+                            modern=is_modern,
+                            concurrency=concurrency,
+                            total=per_round // 2,
+                            budget_s=round_budget,
+                            cpu_of={"upstream": upstream.pid} | ({} if middle is None else {"middle": middle}),
                         )
+                        for target, (target_url, name, is_modern, middle) in http_targets.items()
+                    }
+                    for target, measured in (await in_rounds(measures, rounds)).items():
+                        rows.append({"transport": "http", "target": target, "concurrency": concurrency, **measured})
     return rows
 
 
@@ -208,10 +205,23 @@ ROUNDS = 3
 on a shared machine a slow spell then hits one round of every target rather than one target's run."""
 
 
-def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    def median(values: list[float]) -> float:
-        return statistics.median(values)
+async def load_http(url: str, name: str, *, modern: bool, **load_options: Any) -> dict[str, Any]:
+    """``load`` through a fresh HTTP client of ``url``."""
+    async with http_client(url, modern=modern) as client:
+        return await load(client, name, **load_options)
 
+
+async def in_rounds(measures: Mapping[str, Callable[[], Awaitable[dict[str, Any]]]], rounds: int) -> dict[str, Any]:
+    """Each target measured ``rounds`` times, the targets taking turns; the medians of each."""
+    measured: dict[str, list[dict[str, Any]]] = {target: [] for target in measures}
+    for _ in range(rounds):
+        for target, measure in measures.items():
+            measured[target].append(await measure())
+    return {target: median_of(results) for target, results in measured.items()}
+
+
+def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    median = statistics.median
     combined: dict[str, Any] = {key: median([r[key] for r in rounds]) for key in ("p50_ms", "p99_ms", "rps")}
     combined["failed"] = sum(r["failed"] for r in rounds)
     combined["rounds"] = len(rounds)
