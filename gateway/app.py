@@ -21,6 +21,7 @@ import uvicorn
 from anyio.abc import TaskGroup
 
 from gateway.catalog import Catalog, Mount
+from gateway.coalesced_http import CoalescingHttpToolsProtocol
 from gateway.config import Config, HttpUpstream, StdioUpstream
 from gateway.cursor import CursorCodec
 from gateway.errors import ConfigError
@@ -340,6 +341,7 @@ async def serve_http(gateway: Gateway, *, stopping: anyio.Event | None = None) -
         frontend.app(gateway.metrics.routes(lambda: gateway.connectors)),
         log_config=None, access_log=False, lifespan="off",
         timeout_graceful_shutdown=max(1, round(grace)), server_header=False,
+        http=CoalescingHttpToolsProtocol,  # each response in one write
         proxy_headers=False,  # nothing here reads the client's address; the middleware cost a layer per request
     )  # fmt: skip
     server = _EmbeddedServer(uv_config)
