@@ -7,6 +7,7 @@ direct to it, through this gateway, and through FastMCP's proxy. Prints a table,
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -25,7 +26,7 @@ import httpx
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from bench.clients import StdioClient, children, http_client, load, stdio_client
+from bench.clients import StdioClient, children, http_client, load, stdio_client, wrk_load, wrk_version
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -106,7 +107,7 @@ def rss_kib(pid: int) -> int:
 # ---- 1. prompts/get latency and throughput ------------------------------------------------------------
 
 
-async def bench_gets(quick: bool, transports: set[str]) -> list[dict[str, Any]]:
+async def bench_gets(quick: bool, transports: set[str], *, use_wrk: bool) -> list[dict[str, Any]]:
     """Handshake-era clients (direct, gateway, FastMCP) and 2026-07-28 clients (direct-26, gateway-26).
     The gateway speaks to the upstream in the era of the client it measures, so the upstream does the
     same work as when it is called directly (the SDK server's 2026-07-28 path costs it ~20% more CPU)."""
@@ -188,6 +189,7 @@ async def bench_gets(quick: bool, transports: set[str]) -> list[dict[str, Any]]:
                             target_url,
                             name,
                             modern=is_modern,
+                            use_wrk=use_wrk,
                             concurrency=concurrency,
                             total=per_round // 2,
                             budget_s=round_budget,
@@ -205,10 +207,27 @@ ROUNDS = 3
 on a shared machine a slow spell then hits one round of every target rather than one target's run."""
 
 
-async def load_http(url: str, name: str, *, modern: bool, **load_options: Any) -> dict[str, Any]:
-    """``load`` through a fresh HTTP client of ``url``."""
+WRK = wrk_version()
+
+
+async def load_http(
+    url: str,
+    name: str,
+    *,
+    modern: bool,
+    use_wrk: bool,
+    concurrency: int,
+    total: int,
+    budget_s: float,
+    cpu_of: dict[str, int],
+) -> dict[str, Any]:
+    """A load on ``url`` from a fresh HTTP client's session: made by wrk where installed (for ``budget_s``),
+    else by the Python client (``total`` requests or ``budget_s``, whichever ends first)."""
     async with http_client(url, modern=modern) as client:
-        return await load(client, name, **load_options)
+        if not use_wrk:
+            return await load(client, name, concurrency=concurrency, total=total, budget_s=budget_s, cpu_of=cpu_of)
+        seconds = max(1, round(budget_s))
+        return await wrk_load(client, url, name, concurrency=concurrency, seconds=seconds, cpu_of=cpu_of)
 
 
 async def in_rounds(measures: Mapping[str, Callable[[], Awaitable[dict[str, Any]]]], rounds: int) -> dict[str, Any]:
@@ -462,10 +481,12 @@ def print_report(results: dict[str, Any]) -> None:
 SECTIONS = ("gets", "listing", "sessions", "startup")
 
 
-async def main_async(quick: bool, only: set[str], transports: set[str]) -> dict[str, Any]:
-    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "quick": quick}}
+async def main_async(quick: bool, only: set[str], transports: set[str], use_wrk: bool) -> dict[str, Any]:
+    machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "quick": quick}
+    machine["http_load"] = WRK if use_wrk else "python client"
+    results: dict[str, Any] = {"machine": machine}
     if "gets" in only:
-        results["gets"] = await bench_gets(quick, transports)
+        results["gets"] = await bench_gets(quick, transports, use_wrk=use_wrk)
         if transports == {"stdio", "http"}:
             results["ratios"] = ratios(results["gets"])
     if "listing" in only:
@@ -483,9 +504,16 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
     parser.add_argument("--only", action="append", choices=SECTIONS, help="run only these sections (repeatable)")
     parser.add_argument("--transport", action="append", choices=["stdio", "http"], help="prompts/get transports")
+    parser.add_argument(
+        "--http-load", choices=["wrk", "python"], default="wrk", help="what makes the HTTP load (wrk if installed)"
+    )
     args = parser.parse_args()
     os.environ["PYTHONPATH"] = str(ROOT)
-    results = anyio.run(main_async, args.quick, set(args.only or SECTIONS), set(args.transport or ["stdio", "http"]))
+    sections, transports = set(args.only or SECTIONS), set(args.transport or ["stdio", "http"])
+    # the client on uvloop where installed, as the gateway is: less of the cores taken by the load itself
+    loop = {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
+    use_wrk = WRK is not None and args.http_load == "wrk"
+    results = anyio.run(main_async, args.quick, sections, transports, use_wrk, backend_options=loop)
     print_report(results)
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwritten to {args.out}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -32,6 +34,12 @@ def _enveloped(params: dict[str, Any] | None) -> dict[str, Any]:
 
 class Client(Protocol):
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]: ...
+
+
+class HttpClient(Client, Protocol):
+    def wire(self, method: str, params: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, Any]]:
+        """The headers and JSON-RPC params of the POST that ``request`` would send."""
+        ...
 
 
 class StdioClient(Client, Protocol):
@@ -107,7 +115,7 @@ class _Post:
 
 
 @asynccontextmanager
-async def http_client(url: str, *, modern: bool = False) -> AsyncIterator[Client]:
+async def http_client(url: str, *, modern: bool = False) -> AsyncIterator[HttpClient]:
     post = _Post(url, {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"})
     try:
         if modern:
@@ -124,6 +132,9 @@ async def http_client(url: str, *, modern: bool = False) -> AsyncIterator[Client
             async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
                 return (await post.call(method, params))[0]
 
+            def wire(self, method: str, params: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, Any]]:
+                return dict(post.headers), params or {}
+
         yield _Http()
     finally:
         await post.aclose()
@@ -136,10 +147,14 @@ class _ModernHttp:
         self._post = post
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        extra = {"Mcp-Method": method}
+        headers, enveloped = self.wire(method, params)
+        return (await self._post.call(method, enveloped, **headers))[0]
+
+    def wire(self, method: str, params: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, Any]]:
+        headers = {**self._post.headers, "Mcp-Method": method}
         if method == "prompts/get":
-            extra["Mcp-Name"] = (params or {})["name"]
-        return (await self._post.call(method, _enveloped(params), **extra))[0]
+            headers["Mcp-Name"] = (params or {})["name"]
+        return headers, _enveloped(params)
 
 
 def children(pid: int) -> list[int]:
@@ -199,6 +214,72 @@ async def load(
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
         "rps": len(latencies) / elapsed,
         "failed": len(failures),
+    }
+    if cpu_of:
+        measured["cpu_us_per_request"] = {
+            label: (cpu_seconds(pid) - cpu_before[label]) * 1e6 / done for label, pid in cpu_of.items()
+        }
+    return measured
+
+
+WRK_SCRIPT = Path(__file__).with_name("wrk_post.lua")
+
+
+async def quiet(processes: Mapping[str, int], *, timeout_s: float = 60) -> None:
+    """Until none of the processes used CPU for 100 ms (or ``timeout_s``)."""
+    with anyio.move_on_after(timeout_s):
+        while True:
+            before = [cpu_seconds(pid) for pid in processes.values()]
+            await anyio.sleep(0.1)
+            if [cpu_seconds(pid) for pid in processes.values()] == before:
+                return
+
+
+def wrk_version() -> str | None:
+    """wrk (Debian package ``wrk``) if installed: a load generator in C, so the client's CPU does not come
+    out of the two cores the gateway shares with its upstream (the Python client needs ~140 µs a request,
+    wrk ~35). None means the Python client is used instead."""
+    path = shutil.which("wrk")
+    if path is None:
+        return None
+    banner = subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout
+    return banner.split(" [")[0] or "wrk"
+
+
+async def wrk_load(
+    client: HttpClient,
+    url: str,
+    name: str,
+    *,
+    concurrency: int,
+    seconds: int,
+    cpu_of: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """``load``'s measures, the load made by wrk: ``concurrency`` connections, each sending the POST that
+    ``client`` would send (its session, its headers) with fresh ids, for ``seconds``."""
+    params = {"name": name, "arguments": {"topic": "benchmarks"}}
+    headers, wire_params = client.wire("prompts/get", params)
+    template = {"jsonrpc": "2.0", "id": "__ID__", "method": "prompts/get", "params": wire_params}
+    env = {
+        **os.environ,
+        "BODY": json.dumps(template).replace('"__ID__"', "__ID__"),
+        "HEADERS": "\n".join(f"{key}: {value}" for key, value in headers.items()),
+    }
+    for _ in range(20):  # warm-up, as ``load`` does
+        await client.request("prompts/get", params)
+    command = ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s", "--timeout", "60s", "-s", str(WRK_SCRIPT), url]
+    cpu_before = {label: cpu_seconds(pid) for label, pid in (cpu_of or {}).items()}
+    finished = await anyio.run_process(command, env=env)
+    summary = json.loads(finished.stdout.decode().strip().splitlines()[-1])
+    # wrk stops with a request in flight on every connection; the servers still do that work, so it is
+    # waited for (else it would land in the next target's measure) and counted in the CPU per request
+    await quiet(cpu_of or {})
+    done = summary["requests"] + concurrency
+    measured: dict[str, Any] = {
+        "p50_ms": summary["p50_us"] / 1000,
+        "p99_ms": summary["p99_us"] / 1000,
+        "rps": (summary["requests"] - summary["failed"]) / (summary["duration_us"] / 1e6),
+        "failed": summary["failed"],
     }
     if cpu_of:
         measured["cpu_us_per_request"] = {
