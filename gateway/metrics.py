@@ -52,6 +52,8 @@ class Metrics:
             registry=self.registry,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
         )
+        self._counters: dict[tuple[str, str], Counter] = {}
+        self._timers: dict[str, Histogram] = {}
         self.list_changed = Counter(
             "prompt_gateway_list_changed_sent_total",
             "list_changed notifications fanned out to client sessions",
@@ -69,8 +71,15 @@ class Metrics:
             outcome = str(getattr(exc, "code", "-32603"))
             raise
         finally:
-            self.requests.labels(method, outcome).inc()
-            self.latency.labels(method).observe(time.perf_counter() - started)
+            # labelled children looked up once: ``labels()`` takes a lock and builds its key on every call
+            counter = self._counters.get((method, outcome))
+            if counter is None:
+                counter = self._counters[method, outcome] = self.requests.labels(method, outcome)
+            counter.inc()
+            timer = self._timers.get(method)
+            if timer is None:
+                timer = self._timers[method] = self.latency.labels(method)
+            timer.observe(time.perf_counter() - started)
 
     def watch(self, upstreams: Callable[[], Sequence[UpstreamView]], sessions: Callable[[], int]) -> None:
         self.registry.register(_GatewayCollector(upstreams, sessions))

@@ -196,22 +196,24 @@ class RpcPeer:
         request_id = next(self._ids)
         pending = _Pending()
         self._pending[request_id] = pending
+        deadline = math.inf if timeout is None else anyio.current_time() + timeout
+        timer = anyio.CancelScope(deadline=deadline)  # what fail_after makes, without its wrappers
         try:
             request = Request(request_id, method, params)
-            with anyio.fail_after(math.inf if timeout is None else timeout):
+            with timer:
                 answer = await self._transmit(encode(request), request)
                 if answer is not None:
                     await self._take(answer)
                 await pending.wait()
-        except TimeoutError:
-            await self._cancel_remote(request_id, "timed out")
-            raise RequestTimeout from None
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._cancel_remote(request_id, "cancelled by the caller")
             raise
         finally:
             self._pending.pop(request_id, None)
+        if timer.cancelled_caught:
+            await self._cancel_remote(request_id, "timed out")
+            raise RequestTimeout
         outcome = pending.outcome
         if isinstance(outcome, Response):
             return outcome.result
