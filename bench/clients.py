@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import os
 import shutil
@@ -10,14 +12,12 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
 import anyio
 
-from gateway.rpc import RpcPeer
 from gateway.transports.http1 import Http1Error, Http1Pool
-from gateway.transports.stdio import ChildSpec, open_child
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
 ENVELOPE = {
@@ -46,26 +46,77 @@ class StdioClient(Client, Protocol):
     pid: int  # the process the client started (a server, or a proxy with the server as its child)
 
 
+class _Answers(asyncio.SubprocessProtocol):
+    """The child's stdout, split into lines, each JSON-RPC answer settling its request's future: the load
+    shares the two cores with the servers it measures, so it is kept lean (an asyncio protocol, no task
+    or stream layer; a third of the CPU per request of the gateway's own RPC peer as the client)."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.exited = asyncio.get_running_loop().create_future()
+        self._partial = b""
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd != 1:
+            return
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        for line in lines:
+            message: dict[str, Any] = json.loads(line) if line.strip() else {}
+            future = self.waiting.pop(message.get("id", 0), None) if "method" not in message else None
+            if future is not None and not future.done():
+                future.set_result(message)
+
+    def process_exited(self) -> None:
+        for future in self.waiting.values():
+            if not future.done():
+                future.set_exception(RuntimeError("the server exited"))
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
 @asynccontextmanager
 async def stdio_client(
     command: Sequence[str], env: Mapping[str, str] | None = None, *, modern: bool = False
 ) -> AsyncIterator[StdioClient]:
-    spec = ChildSpec(command[0], tuple(command[1:]), env or {})
-    async with open_child(spec, on_stderr_line=lambda line: None) as (stream, process), anyio.create_task_group() as tg:
-        peer = RpcPeer(stream)
-        tg.start_soon(peer.run)
+    loop = asyncio.get_running_loop()
+    transport, answers = await loop.subprocess_exec(
+        _Answers,
+        *command,
+        env={**os.environ, **(env or {})},
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    stdin = cast(asyncio.WriteTransport, transport.get_pipe_transport(0))
+    ids = itertools.count(1)
 
-        class _Stdio:
-            pid = process.pid
+    class _Stdio:
+        pid = transport.get_pid()
 
-            async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-                return await peer.request(method, _enveloped(params) if modern else params, timeout=60)
+        async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+            request_id = next(ids)
+            answer = answers.waiting[request_id] = loop.create_future()
+            body = {"jsonrpc": "2.0", "id": request_id, "method": method}
+            body["params"] = _enveloped(params) if modern else (params or {})
+            stdin.write(json.dumps(body).encode() + b"\n")
+            message = await answer
+            if "error" in message:
+                raise RuntimeError(message["error"])
+            return message["result"]  # type: ignore[no-any-return]
 
+    try:
+        client = _Stdio()
         if not modern:
-            await peer.request("initialize", INIT, timeout=60)
-            await peer.notify("notifications/initialized")
-        yield _Stdio()
-        tg.cancel_scope.cancel()
+            await client.request("initialize", INIT)
+            stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        yield client
+    finally:
+        transport.terminate()
+        try:
+            await asyncio.wait_for(asyncio.shield(answers.exited), 10)
+        except TimeoutError:
+            transport.kill()
+        transport.close()
 
 
 def _json_of(content_type: str | None, body: bytes) -> dict[str, Any]:
