@@ -395,13 +395,13 @@ async def open_sessions(url: str, count: int) -> list[str]:
 
 
 async def open_stream(port: int, session_id: str) -> Any:
-    stream = BufferedByteReceiveStream(await anyio.connect_tcp("127.0.0.1", port))
+    connection = await anyio.connect_tcp("127.0.0.1", port)
     request = (
         f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n"
         f"Mcp-Session-Id: {session_id}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
     )
-    await stream.receive_stream.send(request.encode())  # type: ignore[attr-defined]
-    return stream
+    await connection.send(request.encode())
+    return BufferedByteReceiveStream(connection)
 
 
 async def read_until(stream: Any, marker: bytes) -> None:
@@ -429,14 +429,16 @@ async def bench_startup(quick: bool) -> dict[str, Any]:
 def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
     def rps(transport: str, target: str, concurrency: int) -> float:
         return next(
-            r["rps"]
+            float(r["rps"])
             for r in rows
             if (r["transport"], r["target"], r["concurrency"]) == (transport, target, concurrency)
         )
 
     def p50(transport: str, target: str) -> float:
         return next(
-            r["p50_ms"] for r in rows if (r["transport"], r["target"], r["concurrency"]) == (transport, target, 1)
+            float(r["p50_ms"])
+            for r in rows
+            if (r["transport"], r["target"], r["concurrency"]) == (transport, target, 1)
         )
 
     def cpu(transport: str, target: str, process: str) -> float:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 
 import anyio
 import mcp.types as t
@@ -92,4 +91,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
