@@ -193,7 +193,7 @@ def _import(args: argparse.Namespace) -> int:
 
 def _event_loop_options() -> dict[str, Any]:
     """uvloop where it is installed (a dependency except on Windows): its event loop and transports are
-    C, which a proxy doing two HTTP exchanges per request feels (README, Performance)."""
+    C, which a proxy doing two HTTP exchanges per request feels (docs/performance.md)."""
     return {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
 
 

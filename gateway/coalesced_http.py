@@ -2,7 +2,7 @@
 
 ASGI sends a response's head and body as two messages and uvicorn writes each at once: two system calls
 and, on loopback, two wake-ups of the reader per answer. Holding the writes until the iteration ends
-makes them one: 5-10% of the gateway's CPU per proxied request (README, Performance).
+makes them one: 5-10% of the gateway's CPU per proxied request (docs/performance.md).
 """
 
 from __future__ import annotations

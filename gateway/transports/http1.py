@@ -3,7 +3,7 @@ moves the bytes.
 
 Every upstream request is a POST to one origin. httpcore serves that well but, per request, scans every
 pooled connection (is it idle? has its socket been closed?) and writes headers and body separately;
-at a few dozen connections that was most of the gateway's CPU on the HTTP path (README, Performance).
+at a few dozen connections that was most of the gateway's CPU on the HTTP path (docs/performance.md).
 Here idle connections wait in a LIFO stack: a request takes the most recently used one that the
 server has not closed (the protocol is told when it does) or opens a new one, and writes its head and
 body in one write. Responses are parsed as their bytes arrive, by the same C parser uvicorn uses (a
