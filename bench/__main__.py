@@ -1,7 +1,9 @@
 """Run the benchmarks: ``python -m bench [--quick] [--out bench/results.json]``.
 
 Everything is measured in one run, side by side, with the same upstream (an official-SDK server):
-direct to it, through this gateway, and through FastMCP's proxy. Prints a table, writes JSON.
+direct to it, through this gateway, and through FastMCP's proxy. Prints a table, writes JSON. The HTTP
+load is made by wrk where installed, the stdio load by a lean Python client: the load shares the two
+cores with the servers it measures, so it must take as little of them as it can.
 """
 
 from __future__ import annotations
