@@ -24,6 +24,7 @@ from gateway.catalog import Catalog, Mount
 from gateway.coalesced_http import CoalescingHttpToolsProtocol
 from gateway.config import Config, HttpUpstream, StdioUpstream
 from gateway.cursor import CursorCodec
+from gateway.debounce import ListChangedDebouncer
 from gateway.errors import ConfigError
 from gateway.frontend import ClientSession, Hub, PromptService
 from gateway.http_server import HttpFrontend, Push
@@ -36,34 +37,6 @@ from gateway.transports.base import MessageStream
 from gateway.upstream import Backoff, UpstreamConnector
 
 log = structlog.get_logger("gateway.app")
-
-
-class _Debouncer:
-    """Turns a burst of upstream changes into one fan-out after ``delay_s`` of quiet gathering."""
-
-    def __init__(self, delay_s: float, hub: Hub, metrics: Metrics) -> None:
-        self.delay_s = delay_s
-        self._hub = hub
-        self._metrics = metrics
-        self._due = anyio.Event()
-
-    def poke(self) -> None:
-        self._due.set()
-
-    def forget(self) -> None:
-        """Drop a pending fan-out (start-up: no client has seen a list yet, so nothing changed for anyone)."""
-        self._due = anyio.Event()
-
-    async def run(self) -> None:
-        while True:
-            await self._due.wait()
-            await anyio.sleep(self.delay_s)  # gather the rest of the burst
-            if not self._due.is_set():
-                continue  # forgotten while gathering
-            self._due = anyio.Event()
-            sessions = self._hub.broadcast_list_changed()
-            self._metrics.list_changed.inc(sessions)
-            log.info("list_changed_broadcast", sessions=sessions)
 
 
 def _rules(allow: tuple[str, ...], deny: tuple[str, ...], separator: str) -> Rules:
@@ -84,7 +57,7 @@ class Gateway:
         self._tg = task_group
         self._progress = ProgressRelay()
         self.metrics = Metrics()
-        self._debouncer = _Debouncer(config.gateway.list_changed_debounce_s, self.hub, self.metrics)
+        self._debouncer = ListChangedDebouncer(config.gateway.list_changed_debounce_s, self.hub, self.metrics)
         self._running: dict[str, _Running] = {}
         self._secret = self._secret_for(config, None)
         self._viewers = self._token_rules(config)

@@ -162,3 +162,26 @@ async def test_a_saturated_upstream_answers_a_clean_error(tmp_path: Path) -> Non
                 await client.get_prompt("bad__ok")
         assert info.value.error.code == -32603
         assert info.value.error.message == "Upstream 'bad' is saturated (1 requests in flight)"
+
+
+async def test_an_upstream_that_comes_up_after_start_up_is_announced(
+    tmp_path: Path, messages: ListChangedWatcher
+) -> None:
+    """Nothing was ready when start-up dropped its own announcements; an upstream connecting later must
+    still reach clients as a list change (start-up once left the debouncer deaf for good)."""
+    gate = tmp_path / "open"
+    late = {
+        "namespace": "late",
+        "command": sys.executable,
+        "args": ["-c", f"import os, runpy, sys\nif not os.path.exists({str(gate)!r}): sys.exit(1)\n"
+                 "runpy.run_module('gateway.demo.writing', run_name='__main__')"],
+        "cwd": str(ROOT),
+    }  # fmt: skip
+    config = write_config(tmp_path / "c.toml", [late], gateway={"restart_initial_s": 0.1, "restart_max_s": 0.2})
+    async with Client(gateway_params(config), mode="legacy", cache=None, message_handler=messages) as client:
+        assert (await client.list_prompts()).prompts == []
+        gate.touch()
+        await messages.wait()
+        names = [prompt.name for prompt in (await client.list_prompts()).prompts]
+        assert names
+        assert all(name.startswith("late__") for name in names)

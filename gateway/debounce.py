@@ -1,0 +1,46 @@
+"""Upstream list changes, gathered: a burst of them becomes one fan-out to the clients."""
+
+from __future__ import annotations
+
+import anyio
+import structlog
+
+from gateway.frontend import Hub
+from gateway.metrics import Metrics
+
+log = structlog.get_logger("gateway.app")
+
+
+class ListChangedDebouncer:
+    """Turns a burst of upstream changes into one fan-out after ``delay_s`` of quiet gathering.
+
+    What is due is a flag; the event only wakes ``run``, and only ``run`` replaces it, so ``forget``
+    can never leave ``run`` waiting on an event that no ``poke`` will set again.
+    """
+
+    def __init__(self, delay_s: float, hub: Hub, metrics: Metrics) -> None:
+        self.delay_s = delay_s
+        self._hub = hub
+        self._metrics = metrics
+        self._due = False
+        self._wake = anyio.Event()
+
+    def poke(self) -> None:
+        self._due = True
+        self._wake.set()
+
+    def forget(self) -> None:
+        """Drop a pending fan-out (start-up: no client has seen a list yet, so nothing changed for anyone)."""
+        self._due = False
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            await anyio.sleep(self.delay_s)  # gather the rest of the burst
+            if not self._due:
+                continue  # forgotten while gathering
+            self._due = False
+            sessions = self._hub.broadcast_list_changed()
+            self._metrics.list_changed.inc(sessions)
+            log.info("list_changed_broadcast", sessions=sessions)

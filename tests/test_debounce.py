@@ -1,0 +1,82 @@
+"""The list_changed debouncer: a burst becomes one fan-out, and start-up's ``forget`` never mutes it."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from gateway.debounce import ListChangedDebouncer
+from gateway.frontend import Hub, Subscription
+from gateway.metrics import Metrics
+
+pytestmark = pytest.mark.anyio
+
+
+class Counting:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def list_changed(self) -> None:
+        self.count += 1
+
+
+def debouncer_with(*listeners: Counting | Subscription, delay_s: float = 0.0) -> ListChangedDebouncer:
+    hub = Hub()
+    for listener in listeners:
+        hub.add(listener)
+    return ListChangedDebouncer(delay_s, hub, Metrics())
+
+
+async def test_a_change_after_a_forget_with_nothing_due_is_still_announced() -> None:
+    """At start-up nothing may have been due when ``forget`` ran (no upstream ready yet): an upstream that
+    connects later must still be announced. ``forget`` used to swap the event ``run`` was waiting on."""
+    subscription = Subscription(prompts=True)
+    debouncer = debouncer_with(subscription)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(debouncer.run)
+        await anyio.wait_all_tasks_blocked()  # run waits for a change
+        debouncer.forget()
+        debouncer.poke()
+        with anyio.fail_after(5):
+            assert await subscription.next_change()
+        tg.cancel_scope.cancel()
+
+
+async def test_a_change_after_a_fan_out_and_a_forget_is_still_announced() -> None:
+    subscription = Subscription(prompts=True)
+    debouncer = debouncer_with(subscription)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(debouncer.run)
+        debouncer.poke()
+        with anyio.fail_after(5):
+            assert await subscription.next_change()
+        await anyio.wait_all_tasks_blocked()
+        debouncer.forget()
+        debouncer.poke()
+        with anyio.fail_after(5):
+            assert await subscription.next_change()
+        tg.cancel_scope.cancel()
+
+
+async def test_a_burst_becomes_one_fan_out() -> None:
+    listener = Counting()
+    debouncer = debouncer_with(listener)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(debouncer.run)
+        for _ in range(100):
+            debouncer.poke()
+        await anyio.wait_all_tasks_blocked()
+        assert listener.count == 1
+        tg.cancel_scope.cancel()
+
+
+async def test_a_change_forgotten_before_it_was_gathered_is_not_announced() -> None:
+    listener = Counting()
+    debouncer = debouncer_with(listener)
+    async with anyio.create_task_group() as tg:
+        debouncer.poke()
+        debouncer.forget()  # start-up: no client has seen a list, so nothing changed for anyone
+        tg.start_soon(debouncer.run)
+        await anyio.wait_all_tasks_blocked()
+        assert listener.count == 0
+        tg.cancel_scope.cancel()
