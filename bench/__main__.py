@@ -429,23 +429,19 @@ async def bench_startup(quick: bool) -> dict[str, Any]:
 
 
 def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
-    def rps(transport: str, target: str, concurrency: int) -> float:
+    def row(transport: str, target: str, concurrency: int) -> dict[str, Any]:
         return next(
-            float(r["rps"])
-            for r in rows
-            if (r["transport"], r["target"], r["concurrency"]) == (transport, target, concurrency)
+            r for r in rows if (r["transport"], r["target"], r["concurrency"]) == (transport, target, concurrency)
         )
+
+    def rps(transport: str, target: str, concurrency: int) -> float:
+        return float(row(transport, target, concurrency)["rps"])
 
     def p50(transport: str, target: str) -> float:
-        return next(
-            float(r["p50_ms"])
-            for r in rows
-            if (r["transport"], r["target"], r["concurrency"]) == (transport, target, 1)
-        )
+        return float(row(transport, target, 1)["p50_ms"])
 
     def cpu(transport: str, target: str, process: str) -> float:
-        row = next(r for r in rows if (r["transport"], r["target"], r["concurrency"]) == (transport, target, 16))
-        return float(row["cpu_us_per_request"][process])
+        return float(row(transport, target, 16)["cpu_us_per_request"][process])
 
     out = {}
     for transport in ("stdio", "http"):  # the gateway's own cost, next to the upstream server's

@@ -49,7 +49,7 @@ class StdioClient(Client, Protocol):
 class _Answers(asyncio.SubprocessProtocol):
     """The child's stdout, split into lines, each JSON-RPC answer settling its request's future: the load
     shares the two cores with the servers it measures, so it is kept lean (an asyncio protocol, no task
-    or stream layer; a third of the CPU per request of the gateway's own RPC peer as the client)."""
+    or stream layer; less than half the CPU per request of the gateway's own RPC peer as the client)."""
 
     def __init__(self) -> None:
         self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -251,7 +251,7 @@ async def load(
 
     for _ in range(max(1, total // 20)):  # warm-up: caches, JIT-free paths, connection pools
         await client.request("prompts/get", {"name": name, "arguments": {"topic": "warm-up"}})
-    cpu_before = {label: cpu_seconds(pid) for label, pid in (cpu_of or {}).items()}
+    cpu_before = cpu_snapshot(cpu_of)
     started = time.perf_counter()
     deadline = started + budget_s
     async with anyio.create_task_group() as tg:
@@ -267,10 +267,17 @@ async def load(
         "failed": len(failures),
     }
     if cpu_of:
-        measured["cpu_us_per_request"] = {
-            label: (cpu_seconds(pid) - cpu_before[label]) * 1e6 / done for label, pid in cpu_of.items()
-        }
+        measured["cpu_us_per_request"] = cpu_per_request(cpu_of, cpu_before, done)
     return measured
+
+
+def cpu_snapshot(processes: Mapping[str, int] | None) -> dict[str, float]:
+    return {label: cpu_seconds(pid) for label, pid in (processes or {}).items()}
+
+
+def cpu_per_request(processes: Mapping[str, int], before: Mapping[str, float], done: int) -> dict[str, float]:
+    """Each process's CPU time since ``before`` (a ``cpu_snapshot``), in µs per request of ``done``."""
+    return {label: (cpu_seconds(pid) - before[label]) * 1e6 / done for label, pid in processes.items()}
 
 
 WRK_SCRIPT = Path(__file__).with_name("wrk_post.lua")
@@ -319,7 +326,7 @@ async def wrk_load(
     for _ in range(20):  # warm-up, as ``load`` does
         await client.request("prompts/get", params)
     command = ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s", "--timeout", "60s", "-s", str(WRK_SCRIPT), url]
-    cpu_before = {label: cpu_seconds(pid) for label, pid in (cpu_of or {}).items()}
+    cpu_before = cpu_snapshot(cpu_of)
     finished = await anyio.run_process(command, env=env)
     summary = json.loads(finished.stdout.decode().strip().splitlines()[-1])
     # wrk stops with a request in flight on every connection; the servers still do that work, so it is
@@ -333,7 +340,5 @@ async def wrk_load(
         "failed": summary["failed"],
     }
     if cpu_of:
-        measured["cpu_us_per_request"] = {
-            label: (cpu_seconds(pid) - cpu_before[label]) * 1e6 / done for label, pid in cpu_of.items()
-        }
+        measured["cpu_us_per_request"] = cpu_per_request(cpu_of, cpu_before, done)
     return measured
