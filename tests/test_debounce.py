@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import anyio
 import pytest
 
@@ -27,26 +30,31 @@ def debouncer_with(*listeners: Counting | Subscription, delay_s: float = 0.0) ->
     return ListChangedDebouncer(delay_s, hub, Metrics())
 
 
+@asynccontextmanager
+async def running(debouncer: ListChangedDebouncer) -> AsyncIterator[None]:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(debouncer.run)
+        yield
+        tg.cancel_scope.cancel()
+
+
 async def test_a_change_after_a_forget_with_nothing_due_is_still_announced() -> None:
     """At start-up nothing may have been due when ``forget`` ran (no upstream ready yet): an upstream that
     connects later must still be announced. ``forget`` used to swap the event ``run`` was waiting on."""
     subscription = Subscription(prompts=True)
     debouncer = debouncer_with(subscription)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(debouncer.run)
+    async with running(debouncer):
         await anyio.wait_all_tasks_blocked()  # run waits for a change
         debouncer.forget()
         debouncer.poke()
         with anyio.fail_after(5):
             assert await subscription.next_change()
-        tg.cancel_scope.cancel()
 
 
 async def test_a_change_after_a_fan_out_and_a_forget_is_still_announced() -> None:
     subscription = Subscription(prompts=True)
     debouncer = debouncer_with(subscription)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(debouncer.run)
+    async with running(debouncer):
         debouncer.poke()
         with anyio.fail_after(5):
             assert await subscription.next_change()
@@ -55,28 +63,23 @@ async def test_a_change_after_a_fan_out_and_a_forget_is_still_announced() -> Non
         debouncer.poke()
         with anyio.fail_after(5):
             assert await subscription.next_change()
-        tg.cancel_scope.cancel()
 
 
 async def test_a_burst_becomes_one_fan_out() -> None:
     listener = Counting()
     debouncer = debouncer_with(listener)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(debouncer.run)
+    async with running(debouncer):
         for _ in range(100):
             debouncer.poke()
         await anyio.wait_all_tasks_blocked()
         assert listener.count == 1
-        tg.cancel_scope.cancel()
 
 
 async def test_a_change_forgotten_before_it_was_gathered_is_not_announced() -> None:
     listener = Counting()
     debouncer = debouncer_with(listener)
-    async with anyio.create_task_group() as tg:
-        debouncer.poke()
-        debouncer.forget()  # start-up: no client has seen a list, so nothing changed for anyone
-        tg.start_soon(debouncer.run)
+    debouncer.poke()
+    debouncer.forget()  # start-up: no client has seen a list, so nothing changed for anyone
+    async with running(debouncer):
         await anyio.wait_all_tasks_blocked()
         assert listener.count == 0
-        tg.cancel_scope.cancel()
