@@ -29,6 +29,7 @@ from gateway.protocol.jsonrpc import (
     Request,
     RequestId,
     Response,
+    UnusableResponse,
     decode,
     dumps,
     encode,
@@ -55,6 +56,16 @@ class RemoteError(Exception):
         self.error = error
 
 
+class UnusableAnswer(RemoteError):
+    """The peer answered, but with a value that cannot be relayed (a lone surrogate, a non-finite
+    number). A RemoteError, so every caller that survives a peer's error survives this one; callers
+    that relay errors catch it first, to blame the peer rather than pass its words on."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__({"code": INTERNAL_ERROR, "message": f"unusable answer: {problem}"})
+        self.problem = problem
+
+
 class PeerClosed(Exception):
     """The stream ended (or was closed) before an answer came."""
 
@@ -71,9 +82,9 @@ class _Pending:
 
     def __init__(self) -> None:
         self._event: anyio.Event | None = None
-        self.outcome: Response | ErrorResponse | PeerClosed | None = None
+        self.outcome: Response | ErrorResponse | UnusableResponse | PeerClosed | None = None
 
-    def settle(self, outcome: Response | ErrorResponse | PeerClosed) -> None:
+    def settle(self, outcome: Response | ErrorResponse | UnusableResponse | PeerClosed) -> None:
         self.outcome = outcome
         if self._event is not None:
             self._event.set()
@@ -219,6 +230,8 @@ class RpcPeer:
             return outcome.result
         if isinstance(outcome, ErrorResponse):
             raise RemoteError(outcome.error)
+        if isinstance(outcome, UnusableResponse):
+            raise UnusableAnswer(outcome.problem)
         raise PeerClosed
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
@@ -299,7 +312,7 @@ class RpcPeer:
                 await self._send(error_response(request_id, error))
 
     async def _dispatch(self, message: Message) -> None:
-        if isinstance(message, (Response, ErrorResponse)):
+        if isinstance(message, (Response, ErrorResponse, UnusableResponse)):
             pending = self._pending.get(message.id) if message.id is not None else None
             if pending is None:
                 self._log.warning("response_for_unknown_id", id=message.id)

@@ -34,6 +34,7 @@ from gateway.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     MethodNotFound,
     UpstreamError,
+    UpstreamProtocolError,
     UpstreamRejected,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -48,7 +49,7 @@ from gateway.protocol.versions import (
     declares_completions,
     is_modern,
 )
-from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
+from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
 from gateway.transports.base import MessageStream
 from gateway.transports.http_client import HttpTransportError, open_legacy_sse, open_streamable_http
 from gateway.transports.stdio import ChildSpec, open_child
@@ -187,6 +188,10 @@ class UpstreamConnector:
             ) from None
         try:
             return await peer.request(method, self._for_server(params), timeout=self.settings.timeout_s)
+        except UnusableAnswer as exc:
+            raise UpstreamProtocolError(
+                self.namespace, f"answered {method} with a value that cannot be relayed: {exc.problem}"
+            ) from exc
         except RemoteError as exc:
             raise UpstreamRejected(self.namespace, exc.error) from exc
         except PeerClosed as exc:
@@ -327,6 +332,8 @@ class UpstreamConnector:
         timeout = self.settings.timeout_s if required else min(PROBE_TIMEOUT_S, self.settings.timeout_s)
         try:
             raw = await peer.request("server/discover", params, timeout=timeout)
+        except UnusableAnswer as exc:
+            raise UpstreamProtocolError(self.namespace, f"answered server/discover unusably: {exc.problem}") from exc
         except RemoteError as exc:
             code, data = exc.error.get("code"), exc.error.get("data")
             supported = data.get("supported") if isinstance(data, dict) else None
@@ -379,6 +386,8 @@ class UpstreamConnector:
         params = {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO}
         try:
             raw = await peer.request("initialize", params, timeout=self.settings.timeout_s)
+        except UnusableAnswer as exc:
+            raise UpstreamProtocolError(self.namespace, f"answered initialize unusably: {exc.problem}") from exc
         except RemoteError as exc:
             if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION:  # modern after all (a slow probe answer)
                 raise UpstreamUnavailable(self.namespace, "turned out to be modern-only: probing again") from exc

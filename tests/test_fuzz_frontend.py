@@ -35,25 +35,33 @@ METHODS = [
     "",
     "x" * 300,
 ]
-scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=20)
+# Hostile text: lone surrogates (written as \\udXXX escapes by json.dumps), non-ASCII digits, and
+# non-finite numbers (written as NaN / Infinity, which Python's decoder accepts).
+lone_surrogates = st.characters(categories=["Cs"])
+hostile_text = (
+    st.text(max_size=20)
+    | st.tuples(st.text(max_size=6), lone_surrogates, st.text(max_size=6)).map("".join)
+    | st.text("0123456789\u0663\u06f5\u0967\uff19\u00b2", max_size=8)
+)
+scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | hostile_text
 json_values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(hostile_text, inner, max_size=4),
     max_leaves=12,
 )
 ids = (
     st.integers(-(2**63), 2**63)
-    | st.text(max_size=12)
+    | hostile_text
     | st.none()
     | st.booleans()
-    | st.floats(allow_nan=False)
+    | st.floats()
     | st.lists(st.integers(), max_size=2)
 )
 params = json_values | st.fixed_dictionaries(
     {},
     optional={
-        "name": json_values | st.sampled_from(["a__p00001", "a__nope", "A__P00001"]),
-        "arguments": json_values | st.dictionaries(st.text(max_size=5), json_values, max_size=3),
+        "name": json_values | st.sampled_from(["a__p00001", "a__nope", "A__P00001", "a__p\ud800", "a__p\u0663"]),
+        "arguments": json_values | st.dictionaries(hostile_text, json_values, max_size=3),
         "cursor": json_values,
         "ref": json_values | st.just({"type": "ref/prompt", "name": "a__p00001"}),
         "argument": json_values,
@@ -105,6 +113,25 @@ def well_formed(answer: Any) -> bool:
     return isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str)
 
 
+def encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def strict_json(data: bytes) -> Any:
+    """What a strict peer reads: UTF-8 and RFC 8259 JSON only (no NaN, no lone surrogates)."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    decoded = json.loads(data.decode("utf-8"), parse_constant=refuse)
+    json.dumps(decoded, ensure_ascii=False).encode()  # raises on a lone surrogate
+    return decoded
+
+
 def identifiable_request_ids(frame: bytes) -> set[Any]:
     """Ids the gateway must answer: requests that are well-formed enough to carry a usable id."""
     try:
@@ -115,7 +142,8 @@ def identifiable_request_ids(frame: bytes) -> set[Any]:
     for message in decoded if isinstance(decoded, list) else [decoded]:
         if isinstance(message, dict) and message.get("jsonrpc") == "2.0" and isinstance(message.get("method"), str):
             request_id = message.get("id")
-            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+            usable_int = isinstance(request_id, int) and not isinstance(request_id, bool)
+            if usable_int or (isinstance(request_id, str) and encodable(request_id)):  # a lone surrogate: no id
                 found.add(request_id)
     return found
 
@@ -144,7 +172,7 @@ def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: byte
             seen: set[Any] = set()
             with anyio.fail_after(10):
                 while "alive-probe" not in seen or not expected <= seen:
-                    received = json.loads(await theirs.receive())
+                    received = strict_json(await theirs.receive())
                     for answer in received if isinstance(received, list) else [received]:
                         if answer.get("method") == "notifications/prompts/list_changed":
                             continue
@@ -191,7 +219,7 @@ def test_http_front_end_answers_everything_and_other_sessions_are_unaffected(bod
                 response = await http.post("/mcp", content=body, headers={**HEADERS, "Mcp-Session-Id": victim})
                 assert response.status_code in (200, 202, 400, 404, 413), response.status_code
                 if response.content:
-                    answer = response.json()
+                    answer = strict_json(response.content)
                     for item in answer if isinstance(answer, list) else [answer]:
                         assert well_formed(item), item
             listing = {"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}

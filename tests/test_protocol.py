@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import InvalidRequest, ParseError
+from gateway.errors import InvalidParams, InvalidRequest, ParseError
 from gateway.protocol.jsonrpc import (
     Batch,
     ErrorResponse,
@@ -13,7 +13,9 @@ from gateway.protocol.jsonrpc import (
     Notification,
     Request,
     Response,
+    UnusableResponse,
     decode,
+    dumps,
     encode,
     request_id_of,
 )
@@ -92,3 +94,48 @@ def test_version_negotiation() -> None:
     assert at_least("2025-06-18", "2025-03-26")
     assert not at_least("2024-11-05", "2025-03-26")
     assert not at_least("zzz", "2024-11-05")  # unknown revisions compare as oldest, not by string order
+
+
+@pytest.mark.parametrize(
+    ("frame", "error", "request_id", "fragment"),
+    [
+        (rb'{"jsonrpc":"2.0","id":"\ud800","method":"ping"}', InvalidRequest, None, '"id" contains an unpaired'),
+        (rb'{"jsonrpc":"2.0","id":"\ud800","method":"ping","params":{"x":NaN}}', InvalidRequest, None, '"id"'),
+        (rb'{"jsonrpc":"2.0","id":2,"method":"p\udfffng"}', InvalidRequest, 2, "method contains"),
+        (
+            rb'{"jsonrpc":"2.0","id":3,"method":"x","params":{"a":[1,{"b":"\udc00"}]}}',
+            InvalidParams,
+            3,
+            "params.a[1].b",
+        ),
+        (rb'{"jsonrpc":"2.0","id":4,"method":"x","params":{"a":Infinity}}', InvalidParams, 4, "not a finite number"),
+        (b'{"jsonrpc":"2.0","id":5,"method":"x","params":{"a":"\xed\xb0\x80"}}', InvalidParams, 5, "params.a contains"),
+        (b'{"jsonrpc":"2.0","id":6,"method":"x","params":{"a":1' + b"2" * 5000 + b"}}", ParseError, None, "digits"),
+        (b'{"jsonrpc":"2.0","id":7,"method":"x"', ParseError, None, "not valid JSON"),
+        (b'{"jsonrpc":"2.0","id":8,"method":"\xff"}', ParseError, None, "not valid UTF-8"),
+    ],
+)
+def test_values_utf8_json_cannot_carry_are_refused_where_they_stand(
+    frame: bytes, error: type[Exception], request_id: object, fragment: str
+) -> None:
+    with pytest.raises(error) as info:
+        decode(frame)
+    assert request_id_of(info.value) == request_id
+    assert fragment in str(info.value)
+
+
+def test_an_answer_that_cannot_be_relayed_settles_its_request_as_unusable() -> None:
+    assert decode(rb'{"jsonrpc":"2.0","id":9,"result":{"t":"\ud800"}}') == UnusableResponse(
+        9, "result.t contains an unpaired UTF-16 surrogate"
+    )
+    assert decode(b'{"jsonrpc":"2.0","id":9,"result":{"m":{"s":NaN}}}') == UnusableResponse(
+        9, "result.m.s is not a finite number"
+    )
+    assert decode(b'{"jsonrpc":"2.0","id":9,"result":[]}') == UnusableResponse(9, '"result" is not an object')
+
+
+@given(st.text(st.characters(exclude_categories=()), max_size=30), st.floats())
+def test_dumps_never_raises_and_always_writes_strict_utf8_json(text: str, number: float) -> None:
+    data = dumps({"t": text, "n": number, text: [number]})
+    decoded = json.loads(data.decode("utf-8"), parse_constant=lambda c: pytest.fail(f"{c} written"))
+    assert decoded["t"] == text

@@ -7,10 +7,12 @@ Parameters and results stay plain JSON dicts so a proxy can relay fields it does
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from gateway.errors import GatewayError, InvalidRequest, ParseError
+from gateway.errors import GatewayError, InvalidParams, InvalidRequest, ParseError
 
 RequestId: TypeAlias = "str | int"
 JSONObject: TypeAlias = "dict[str, Any]"
@@ -41,7 +43,16 @@ class ErrorResponse:
     error: JSONObject
 
 
-Message: TypeAlias = "Request | Notification | Response | ErrorResponse"
+@dataclass(frozen=True, slots=True)
+class UnusableResponse:
+    """An answer whose result or error cannot be relayed (a lone surrogate, a non-finite number): the
+    request it answers fails with ``problem``, naming the peer that sent it, instead of waiting in vain."""
+
+    id: RequestId
+    problem: str
+
+
+Message: TypeAlias = "Request | Notification | Response | ErrorResponse | UnusableResponse"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +72,15 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _from_object(obj: Any) -> Message:
+def _from_object(obj: Any, suspect: bool) -> Message:
     if not isinstance(obj, dict):
         raise InvalidRequest("Invalid Request: a message must be a JSON object")
     raw_id = obj.get("id")
     request_id = raw_id if _valid_id(raw_id) else None
+    if suspect:
+        problem = unrepresentable(obj)
+        if problem is not None:
+            return _refuse_unrepresentable(obj, problem, request_id)
     if obj.get("jsonrpc") != "2.0":
         raise _invalid('"jsonrpc" must be "2.0"', request_id)
     if "id" in obj and request_id is None:
@@ -83,11 +98,13 @@ def _from_object(obj: Any) -> Message:
     if "result" in obj and request_id is not None:
         result = obj["result"]
         if not isinstance(result, dict):
-            raise _invalid('"result" must be an object', request_id)
+            return UnusableResponse(request_id, '"result" is not an object')  # its request fails now, not later
         return Response(request_id, result)
     if "error" in obj:
         error = obj["error"]
         if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+            if request_id is not None:
+                return UnusableResponse(request_id, '"error" is not an object with an integer "code"')
             raise _invalid('"error" must be an object with an integer "code"', request_id)
         return ErrorResponse(request_id, error)
     raise _invalid('a message needs "method", "result" or "error"', request_id)
@@ -100,6 +117,64 @@ def _invalid(problem: str, request_id: RequestId | None) -> InvalidRequest:
     return error
 
 
+def _refuse_unrepresentable(obj: dict[str, Any], problem: tuple[str, str], request_id: RequestId | None) -> Message:
+    """A message carrying a value JSON text can hold but Unicode or JSON numbers cannot: refused with the
+    error its place calls for (``id``/``method``: -32600; ``params``: -32602; an answer: unusable)."""
+    if isinstance(request_id, str) and _has_surrogate(request_id):
+        raise _invalid('"id" contains an unpaired UTF-16 surrogate', None)  # no usable id to answer under
+    path, what = problem
+    top = path.split(".", 1)[0].split("[", 1)[0]
+    if top in ("result", "error") and "method" not in obj and request_id is not None:
+        return UnusableResponse(request_id, f"{path} {what}")
+    if top == "params" and "method" in obj:
+        error = InvalidParams(f"Invalid params: {path} {what}")
+        error.request_id = request_id  # type: ignore[attr-defined]
+        raise error
+    raise _invalid(f"{path} {what}", request_id)
+
+
+_SUSPECT_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]|NaN|Infinity")
+_SUSPECT_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]|NaN|Infinity")
+"""What every lone surrogate or non-finite number in a frame must show (an escape, CESU-8 bytes, which
+``json.loads`` accepts, or a constant); most frames show none, so most skip the walk."""
+
+
+def _key(key: str) -> str:
+    return key.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+
+
+def unrepresentable(value: Any) -> tuple[str, str] | None:
+    """(where, what) for the first string holding a lone surrogate or number that is not finite in a
+    decoded JSON value, or None. Such values decode but cannot be encoded as UTF-8 JSON, so one let in
+    would fail later, far from its sender. Iterative: depth is bounded only by the message size."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _has_surrogate(item):
+                return path or "value", "contains an unpaired UTF-16 surrogate"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return path or "value", "is not a finite number"
+        elif isinstance(item, dict):
+            for key, member in item.items():
+                where = f"{path}.{_key(key)}" if path else _key(key)
+                if not key.isascii() and _has_surrogate(key):
+                    return where, "has a key with an unpaired UTF-16 surrogate"
+                stack.append((where, member))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", member) for i, member in enumerate(item))
+    return None
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def request_id_of(error: BaseException) -> RequestId | None:
     """The id recovered from a malformed message, so its error answer can still be correlated."""
     value = getattr(error, "request_id", None)
@@ -107,22 +182,30 @@ def request_id_of(error: BaseException) -> RequestId | None:
 
 
 def decode(data: bytes | str) -> Message | Batch:
-    """Parse one frame. Raises ParseError (not JSON) or InvalidRequest (not JSON-RPC)."""
+    """Parse one frame. Raises ParseError (not JSON), InvalidRequest (not JSON-RPC) or InvalidParams
+    (params holding what JSON text can spell but Unicode cannot carry)."""
     try:
         obj = json.loads(data)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise ParseError("Parse error: the message is not valid UTF-8 JSON") from exc
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"Parse error: the message is not valid UTF-8 (byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"Parse error: not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ParseError("Parse error: the message is nested too deeply") from exc
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise ParseError(f"Parse error: {exc}") from exc
+    suspect = (_SUSPECT_BYTES if isinstance(data, bytes) else _SUSPECT_TEXT).search(data) is not None  # type: ignore[arg-type]
     if isinstance(obj, list):
         if not obj:
             raise InvalidRequest("Invalid Request: empty batch")
         items: list[Message | Malformed] = []
         for member in obj:
             try:
-                items.append(_from_object(member))
-            except InvalidRequest as exc:
+                items.append(_from_object(member, suspect))
+            except (InvalidRequest, InvalidParams) as exc:
                 items.append(Malformed(exc, request_id_of(exc)))
         return Batch(tuple(items))
-    return _from_object(obj)
+    return _from_object(obj, suspect)
 
 
 def to_wire(message: Message) -> JSONObject:
@@ -138,14 +221,35 @@ def to_wire(message: Message) -> JSONObject:
         return out
     if isinstance(message, Response):
         return {"jsonrpc": "2.0", "id": message.id, "result": message.result}
+    if isinstance(message, UnusableResponse):
+        raise TypeError("an unusable response is never sent")
     return {"jsonrpc": "2.0", "id": message.id, "error": message.error}
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)  # built once, not per call
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
 def dumps(obj: Any) -> bytes:
-    return _ENCODER.encode(obj).encode()
+    """Compact UTF-8 JSON. Never raises for a value ``decode`` produced or the gateway built: a lone
+    surrogate that slipped in is sent escaped (valid JSON; the peer reads back the same string), a
+    non-finite number as null (JSON has no spelling for it). The fast path costs nothing extra."""
+    try:
+        return _ENCODER.encode(obj).encode()
+    except UnicodeEncodeError:
+        return _ASCII_ENCODER.encode(obj).encode()
+    except ValueError:
+        return _ASCII_ENCODER.encode(_finite(obj)).encode()
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def encode(message: Message) -> bytes:

@@ -4,7 +4,11 @@ Each prompt is one fault: ``ok``, ``crash`` (exits mid-request), ``hang`` (never
 (answers after 30 s unless cancelled), ``garbage`` (answers with a line that is not JSON),
 ``wrong_id``, ``bad_result`` (invalid role and base64), ``huge`` (an answer over any sane limit),
 ``progress`` (two progress notifications first), ``storm`` (``count`` list_changed in a burst),
-``cancel_status`` (which request ids were slow, and which of them were cancelled).
+``cancel_status`` (which request ids were slow, and which of them were cancelled), and values JSON can
+spell but UTF-8 JSON cannot carry: ``surrogate_result`` (a lone surrogate in the text), ``nan_meta``
+(NaN in ``_meta``), ``surrogate_request`` (asks the gateway something under a lone-surrogate id first),
+``surrogate_progress`` (a progress notification with a lone-surrogate token first), ``forge_progress``
+(progress notifications for ``count`` guessed tokens, then an answer).
 ``FAULT_LIST=nonstring_cursor`` makes prompts/list answer a numeric cursor; ``FAULT_LIST_DELAY`` delays it.
 """
 
@@ -29,6 +33,11 @@ PROMPTS = [
     "progress",
     "storm",
     "cancel_status",
+    "surrogate_result",
+    "nan_meta",
+    "surrogate_request",
+    "surrogate_progress",
+    "forge_progress",
 ]
 write_lock = threading.Lock()
 waiting: dict[Any, threading.Event] = {}
@@ -92,6 +101,31 @@ def get_prompt(request_id: Any, params: dict[str, Any]) -> None:
         for _ in range(int((params.get("arguments") or {}).get("count", "100"))):
             send({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
         reply(request_id, text("stormed"))
+    elif name == "surrogate_result":
+        reply(request_id, text("broken \udfff text"))  # json.dumps writes it as the escape \udfff
+    elif name == "nan_meta":
+        reply(request_id, {**text("fine text"), "_meta": {"score": float("nan")}})  # written as NaN
+    elif name == "surrogate_request":
+        send({"jsonrpc": "2.0", "id": "\ud800", "method": "roots/list"})
+        send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "\ud800"}})
+        reply(request_id, text("asked first"))
+    elif name == "surrogate_progress":
+        send(
+            {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "\udfff", "progress": 1}}
+        )
+        reply(request_id, text("progress sent"))
+    elif name == "forge_progress":
+        count = int((params.get("arguments") or {}).get("count", "100"))
+        for guess in range(1, count + 1):
+            for token in (guess, str(guess), f"gw-progress-{guess}"):
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": 1, "message": "forged"},
+                    }
+                )
+        reply(request_id, text("forged"))
     elif name == "cancel_status":
         reply(request_id, text(json.dumps({"slow": slow_ids, "cancelled": cancelled_ids})))
     else:

@@ -1,0 +1,244 @@
+"""Values JSON text can spell but UTF-8 JSON cannot carry (lone surrogates, NaN), sent by a client over
+every front end and by an upstream in every place it writes: each gets a JSON-RPC answer naming the
+problem, and the gateway keeps serving everyone. Each of these used to end the process (exit 1)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from tests.integration.helpers import ROOT, demo_upstream, gateway_command, running_gateway, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw"}}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+# (raw frame, expected code, fragment of the message). Written by hand: no JSON library writes these.
+CLIENT_FRAMES = [
+    (rb'{"jsonrpc":"2.0","id":"\udfff","method":"ping"}', -32600, '"id" contains an unpaired'),
+    (rb'{"jsonrpc":"2.0","id":11,"method":"pi\ud800ng"}', -32600, "method contains an unpaired"),
+    (
+        rb'{"jsonrpc":"2.0","id":12,"method":"prompts/get","params":{"name":"writing__\ud800"}}',
+        -32602,
+        "params.name contains an unpaired",
+    ),
+    (
+        rb'{"jsonrpc":"2.0","id":13,"method":"prompts/get","params":{"name":"writing__proofread",'
+        rb'"_meta":{"progressToken":"\udfff"}}}',
+        -32602,
+        "params._meta.progressToken",
+    ),
+    (
+        rb'{"jsonrpc":"2.0","id":14,"method":"prompts/get","params":{"name":"writing__proofread",'
+        rb'"arguments":{"text":"\ud83d"}}}',
+        -32602,
+        "params.arguments.text contains an unpaired",
+    ),
+    (
+        rb'{"jsonrpc":"2.0","id":15,"method":"prompts/get","params":{"name":"writing__proofread",'
+        rb'"arguments":{"text":NaN}}}',
+        -32602,
+        "params.arguments.text is not a finite number",
+    ),
+    (rb'{"jsonrpc":"2.0","id":16,"method":"ping","params":{"\udc00":1}}', -32602, "has a key with an unpaired"),
+    (b'{"jsonrpc":"2.0","id":17,"method":"ping","params":{"x":"\xed\xa0\x80"}}', -32602, "params.x contains"),
+    (rb'{"jsonrpc":"2.0","id":18,"method":"ping","params":{"x":-Infinity}}', -32602, "params.x is not a finite"),
+]
+
+
+def faulty() -> dict[str, Any]:
+    return {
+        "namespace": "bad",
+        "command": sys.executable,
+        "args": ["-m", "tests.servers.faulty"],
+        "cwd": str(ROOT),
+        "timeout_s": 5,
+    }
+
+
+def config(tmp_path: Path, **server: Any) -> Path:
+    return write_config(
+        tmp_path / "c.toml",
+        [demo_upstream("writing", "writing"), faulty()],
+        server=server or None,
+    )
+
+
+class RawStdio:
+    """The gateway over stdio, spoken to in raw lines (no SDK can send these bytes)."""
+
+    def __init__(self, process: Process) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self.process = process
+        self._lines = BufferedByteReceiveStream(process.stdout)
+
+    async def send(self, frame: bytes) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(frame + b"\n")
+
+    async def answer(self, request_id: Any = None) -> dict[str, Any]:
+        """The next answer (notifications are skipped)."""
+        with anyio.fail_after(20):
+            while True:
+                message = json.loads(await self._lines.receive_until(b"\n", 1 << 22))
+                if "method" not in message:
+                    return message  # type: ignore[no-any-return]
+
+    async def answer_batch(self) -> list[dict[str, Any]]:
+        with anyio.fail_after(20):
+            while True:
+                message = json.loads(await self._lines.receive_until(b"\n", 1 << 22))
+                if isinstance(message, list):
+                    return message
+
+    async def request(self, request_id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        await self.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode())
+        answer = await self.answer()
+        assert answer["id"] == request_id
+        return answer
+
+
+@asynccontextmanager
+async def raw_stdio(config_path: Path) -> AsyncIterator[RawStdio]:
+    command = [*gateway_command(config_path, "serve"), "--log-level", "error"]
+    async with await anyio.open_process(command, cwd=ROOT) as process:
+        raw = RawStdio(process)
+        assert (await raw.request(1, "initialize", INIT))["result"]["protocolVersion"] == "2025-11-25"
+        await raw.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        try:
+            yield raw
+        finally:
+            process.terminate()
+            with anyio.fail_after(20):
+                await process.wait()
+
+
+def text_of(answer: dict[str, Any]) -> str:
+    return answer["result"]["messages"][0]["content"]["text"]  # type: ignore[no-any-return]
+
+
+async def test_a_clients_unrepresentable_values_over_stdio_are_answered_and_the_gateway_serves_on(
+    tmp_path: Path,
+) -> None:
+    async with raw_stdio(config(tmp_path)) as raw:
+        for frame, code, fragment in CLIENT_FRAMES:
+            await raw.send(frame)
+            answer = await raw.answer()
+            assert answer["error"]["code"] == code, (frame, answer)
+            assert fragment in answer["error"]["message"], (frame, answer)
+            assert answer["id"] == (None if b'"id":"' in frame else json.loads(frame.split(b'"id":')[1].split(b",")[0]))
+        # a batch with one bad member: the others are served
+        await raw.send(b'[{"jsonrpc":"2.0","id":31,"method":"ping"},{"jsonrpc":"2.0","id":32,"method":"x\\udfff"}]')
+        batch = {item["id"]: item for item in await raw.answer_batch()}
+        assert batch[31]["result"] == {}
+        assert batch[32]["error"]["code"] == -32600
+        answer = await raw.request(40, "prompts/get", {"name": "writing__proofread", "arguments": {"text": "rain"}})
+        assert "rain" in text_of(answer)
+        assert raw.process.returncode is None
+
+
+UPSTREAM_FAULTS = [
+    ("bad__surrogate_result", "result.messages[0].content.text contains an unpaired"),
+    ("bad__nan_meta", "result._meta.score is not a finite number"),
+]
+
+
+async def test_an_upstreams_unrepresentable_values_fail_only_its_request_naming_it(tmp_path: Path) -> None:
+    async with raw_stdio(config(tmp_path)) as raw:
+        request_id = 100
+        for name, fragment in UPSTREAM_FAULTS:
+            request_id += 1
+            answer = await raw.request(request_id, "prompts/get", {"name": name})
+            assert answer["error"]["code"] == -32603, answer
+            assert "Upstream 'bad'" in answer["error"]["message"]
+            assert fragment in answer["error"]["message"]
+        # an upstream request or notification under an unrepresentable id or value is dropped, not fatal
+        assert text_of(await raw.request(110, "prompts/get", {"name": "bad__surrogate_request"})) == "asked first"
+        answer = await raw.request(
+            111, "prompts/get", {"name": "bad__surrogate_progress", "_meta": {"progressToken": "mine"}}
+        )
+        assert text_of(answer) == "progress sent"
+        # the same upstream and the others serve on
+        assert text_of(await raw.request(112, "prompts/get", {"name": "bad__ok"})) == "fine"
+        answer = await raw.request(113, "prompts/get", {"name": "writing__proofread", "arguments": {"text": "snow"}})
+        assert "snow" in text_of(answer)
+        assert raw.process.returncode is None
+
+
+async def test_a_clients_unrepresentable_values_over_streamable_http_get_json_rpc_errors(tmp_path: Path) -> None:
+    async with running_gateway(config(tmp_path, transport="http", port=0)) as gateway:
+        async with httpx.AsyncClient(base_url=gateway.url, headers=HEADERS, timeout=20) as http:
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
+            first = await http.post("/mcp", json=init)
+            second = await http.post("/mcp", json=init)
+            sessions = [first.headers["mcp-session-id"], second.headers["mcp-session-id"]]
+            for frame, code, fragment in CLIENT_FRAMES:
+                response = await http.post("/mcp", content=frame, headers={"Mcp-Session-Id": sessions[0]})
+                assert response.status_code == 400, (frame, response.text)
+                assert response.headers["content-type"].startswith("application/json")
+                assert response.json()["error"]["code"] == code
+                assert fragment in response.json()["error"]["message"]
+            # 2026-07-28 requests (no session) likewise
+            modern = (
+                rb'{"jsonrpc":"2.0","id":5,"method":"prompts/list","params":{"_meta":{'
+                rb'"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},'
+                rb'"x":"\udfff"}}}'
+            )
+            response = await http.post("/mcp", content=modern, headers={"MCP-Protocol-Version": "2026-07-28"})
+            assert response.status_code == 400
+            assert response.json()["error"]["code"] == -32602
+            # an upstream's unrepresentable answer: a JSON-RPC error naming the upstream, not a 500
+            get = {"jsonrpc": "2.0", "id": 7, "method": "prompts/get", "params": {"name": "bad__surrogate_result"}}
+            response = await http.post("/mcp", json=get, headers={"Mcp-Session-Id": sessions[0]})
+            assert response.status_code == 200
+            assert response.json()["error"]["code"] == -32603
+            assert "Upstream 'bad'" in response.json()["error"]["message"]
+            for session_id in sessions:
+                listing = {"jsonrpc": "2.0", "id": 8, "method": "prompts/list"}
+                response = await http.post("/mcp", json=listing, headers={"Mcp-Session-Id": session_id})
+                assert response.status_code == 200
+                assert any(p["name"] == "writing__proofread" for p in response.json()["result"]["prompts"])
+        assert gateway.process.returncode is None
+
+
+async def test_a_clients_unrepresentable_values_over_legacy_sse_are_answered_on_its_stream(tmp_path: Path) -> None:
+    async with (
+        running_gateway(config(tmp_path, transport="http", port=0)) as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=20) as http,
+        http.stream("GET", "/sse", headers={"Accept": "text/event-stream"}) as stream,
+    ):
+        lines = stream.aiter_lines()
+
+        async def next_data() -> str:
+            with anyio.fail_after(20):
+                async for line in lines:
+                    if line.startswith("data: "):
+                        return line[6:]
+            raise AssertionError("stream ended")
+
+        endpoint = await next_data()
+        post_headers = {"Content-Type": "application/json"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
+        assert (await http.post(endpoint, json=init, headers=post_headers)).status_code == 202
+        assert json.loads(await next_data())["id"] == 1
+        for frame, code, fragment in CLIENT_FRAMES:
+            response = await http.post(endpoint, content=frame, headers=post_headers)
+            assert response.status_code == 400, response.text
+            assert response.json()["error"]["code"] == code
+            assert fragment in response.json()["error"]["message"]
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        assert (await http.post(endpoint, json=ping, headers=post_headers)).status_code == 202
+        assert json.loads(await next_data()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+        assert gateway.process.returncode is None
