@@ -441,7 +441,7 @@ class Catalog:
         request = parse_params(GetPromptParams, params)
         mount, local, entry = await self._resolve(request.name, viewer)
         _check_required_arguments(request.name, entry, request.arguments or {})
-        with self._progress.route({**(params or {}), "name": local}, notify) as forwarded:
+        with self._progress.route({**(params or {}), "name": local}, notify, upstream=mount.namespace) as forwarded:
             raw = await mount.source.request("prompts/get", forwarded)
         if _check_result_type(mount, raw, "prompts/get", input_required=True) == "input_required":
             if not input_required:
@@ -467,7 +467,7 @@ class Catalog:
             return empty
         try:
             with self._progress.route(
-                {**(params or {}), "ref": {**(params or {})["ref"], "name": local}}, notify
+                {**(params or {}), "ref": {**(params or {})["ref"], "name": local}}, notify, upstream=mount.namespace
             ) as fwd:
                 raw = await mount.source.request("completion/complete", fwd)
         except UpstreamRejected as exc:

@@ -125,7 +125,7 @@ class UpstreamConnector:
         max_message_bytes: int,
         backoff: Backoff | None = None,
         max_in_flight: int = 256,
-        on_progress: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        on_progress: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
         self.namespace = settings.namespace
@@ -428,7 +428,7 @@ class UpstreamConnector:
         elif notification.method == "notifications/cancelled" and self._listen_scope is not None:
             self._listen_scope.cancel()  # on stdio a server ends a listen stream this way, and only a listen
         elif notification.method == "notifications/progress" and self._on_progress is not None:
-            await self._on_progress(notification.params or {})
+            await self._on_progress(self.namespace, notification.params or {})
         elif notification.method == "notifications/message":
             params = notification.params or {}
             self._log.info("upstream_log", level=params.get("level"), data=params.get("data"))

@@ -185,3 +185,29 @@ async def test_an_upstream_that_comes_up_after_start_up_is_announced(
         names = [prompt.name for prompt in (await client.list_prompts()).prompts]
         assert names
         assert all(name.startswith("late__") for name in names)
+
+
+async def test_an_upstream_cannot_reach_another_upstreams_request_with_forged_progress(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", [faulty("victim", timeout_s=20), faulty("forger", timeout_s=20)])
+    async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+        await client.list_prompts()  # both indexes known: the two requests below are forwarded at once
+        seen: list[str | None] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append(message)
+
+        finished = anyio.Event()
+
+        async def slow_with_progress() -> None:
+            params = t.GetPromptRequestParams(name="victim__slow", arguments={"seconds": "3"})
+            request = t.GetPromptRequest(params=params)
+            await client.session.send_request(request, t.GetPromptResult, progress_callback=on_progress)
+            finished.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow_with_progress)
+            forged = await client.get_prompt("forger__forge_progress", {"count": "300"})
+            assert forged.messages[0].content.text == "forged"  # type: ignore[union-attr]
+            with anyio.fail_after(20):
+                await finished.wait()
+        assert "forged" not in seen
