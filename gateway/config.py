@@ -238,4 +238,6 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    if not data:  # most often a file caught mid-write (editors and `>` truncate first): never "stop everything"
+        raise ConfigError(f"{path}: the file is empty; a configuration has at least one table or key")
     return parse_config(data, environ)

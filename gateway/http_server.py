@@ -190,6 +190,17 @@ def _headers(request: HttpRequest) -> dict[str, str]:
     return decoded
 
 
+_MAX_DECIMAL_DIGITS = 18  # below 2**63: every number a client sends here fits, and none costs a big-int parse
+
+
+def _decimal(value: str | None) -> int | None:
+    """A header's non-negative decimal integer, ASCII digits only (``str.isdigit`` also admits ``²`` and
+    ``٣``, which ``int`` refuses or reads); None for anything else, or more than 18 digits."""
+    if value is None or not (0 < len(value) <= _MAX_DECIMAL_DIGITS) or not value.isascii() or not value.isdigit():
+        return None
+    return int(value)
+
+
 def _accepts(request: HttpRequest, media_type: str) -> bool:
     accept = _headers(request).get("accept")
     if accept is None:
@@ -202,7 +213,7 @@ async def _read_body(request: HttpRequest, limit: int) -> bytes | None:
     """The body, or None once it exceeds ``limit`` (read no further: memory stays bounded). Read from
     ASGI ``receive`` directly: Starlette's stream generator costs more than the copy."""
     declared = _headers(request).get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and (_decimal(declared) or 0) > limit:
         return None
     chunks: list[bytes] = []
     size = 0
@@ -523,7 +534,9 @@ class HttpFrontend:
         if session.streams:
             return _plain(409, "Conflict: this session already has an open stream")
         last = _headers(request).get("last-event-id")
-        after = int(last) if last is not None and last.isdigit() else None
+        after = _decimal(last)
+        if last is not None and after is None:
+            return _plain(400, "Bad Request: Last-Event-ID must be an event id this server sent (ASCII digits)")
         return self._stream(session, self._events(session, after), counted=True)
 
     async def _events(self, session: HttpSession, after: int | None) -> AsyncGenerator[bytes]:

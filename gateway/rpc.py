@@ -331,9 +331,26 @@ class RpcPeer:
             self._log.warning("batch_from_peer_ignored", size=len(batch.items))
             return
         assert self._task_group is not None  # noqa: S101 - run() sets it before the loop starts
+        self._begin_handling()
         self._task_group.start_soon(self._serve_batch, batch)
 
+    def _begin_handling(self) -> None:
+        """One more request (or batch) whose answer ``run()`` waits for when draining."""
+        self._handling += 1
+        self._all_answered = anyio.Event() if self._all_answered.is_set() else self._all_answered
+
+    def _end_handling(self) -> None:
+        self._handling -= 1
+        if not self._handling:
+            self._all_answered.set()
+
     async def _serve_batch(self, batch: Batch) -> None:
+        try:
+            await self._answer_batch(batch)
+        finally:
+            self._end_handling()
+
+    async def _answer_batch(self, batch: Batch) -> None:
         answers: list[dict[str, Any]] = []
         async with anyio.create_task_group() as tg:
             for item in batch.items:
@@ -362,8 +379,7 @@ class RpcPeer:
                 await self._send(admitted)
             return
         assert self._task_group is not None  # noqa: S101 - run() sets it before the loop starts
-        self._handling += 1
-        self._all_answered = anyio.Event() if self._all_answered.is_set() else self._all_answered
+        self._begin_handling()
         self._task_group.start_soon(self._handle, request, admitted)
 
     async def _handle(self, request: Request, scope: anyio.CancelScope) -> None:
@@ -373,9 +389,7 @@ class RpcPeer:
                 with suppress(PeerClosed):
                     await self._send(answer)
         finally:
-            self._handling -= 1
-            if not self._handling:
-                self._all_answered.set()
+            self._end_handling()
 
     def _close(self) -> None:
         if self._closed:

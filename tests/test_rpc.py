@@ -1,5 +1,6 @@
 import json
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 import anyio
@@ -254,4 +255,28 @@ async def test_an_exchanging_stream_answers_in_the_call_or_through_receive(pair:
         with pytest.raises(PeerClosed):
             await peer.request("broken", None, timeout=5)
         assert peer.closed
+        tg.cancel_scope.cancel()
+
+
+async def test_a_batch_in_flight_when_receiving_stops_is_answered_within_the_drain(pair: Pair) -> None:
+    """Graceful shutdown drains batches as it drains single requests (a batch used to get no answer)."""
+    ours, theirs = pair
+    release = anyio.Event()
+    started = anyio.Event()
+
+    async def handle(request: Request, notify: Notify) -> dict[str, Any]:
+        started.set()
+        await release.wait()
+        return {"m": request.method}
+
+    peer = RpcPeer(ours, on_request=handle, answer_malformed=True)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(peer.run, drain_s=30))
+        await theirs.send(b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":2,"method":"b"}]')
+        await started.wait()
+        peer.stop_receiving()
+        release.set()
+        with anyio.fail_after(10):
+            batch = await read_json(theirs)
+        assert sorted(item["id"] for item in batch) == [1, 2]
         tg.cancel_scope.cancel()

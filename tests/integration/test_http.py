@@ -299,6 +299,10 @@ async def test_session_rules(tmp_path: Path) -> None:
         async with raw.stream("GET", url, headers={**sse_headers, "Last-Event-ID": "1"}) as resumed:
             replayed = await _next_event(resumed)
         assert replayed["id"] == "2"
+        for bad in (b"\xb2", b"1\xb9", b"9" * 4300):  # latin-1 superscript digits: isdigit(), yet int() refuses
+            refused = await raw.get(url, headers={**sse_headers, "Last-Event-ID": bad})  # type: ignore[dict-item]
+            assert refused.status_code == 400, bad
+            assert refused.json()["error"]["code"] == -32600
 
         assert (await raw.delete(url, headers=with_session)).status_code == 200
         assert (await raw.post(url, json=listing, headers=with_session)).status_code == 404

@@ -72,6 +72,12 @@ async def test_sighup_applies_a_new_config_in_place_and_rejects_a_bad_one(tmp_pa
         assert "upstreams[0].namespace" in rejected["error"]
         assert await names(client) == after  # the running config keeps serving
 
+        path.write_text("")  # truncated mid-write: used to stop every upstream
+        gw.process.send_signal(signal.SIGHUP)
+        rejected = await gw.wait_for_event("reload_rejected")
+        assert "empty" in rejected["error"]
+        assert await names(client) == after
+
 
 async def test_watch_reloads_when_the_file_changes(tmp_path: Path) -> None:
     path = write_config(tmp_path / "c.toml", [demo_upstream("writing", "writing")], server=HTTP)
