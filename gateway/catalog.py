@@ -188,6 +188,8 @@ class Catalog:
         self.ttl_ms = ttl_ms  # how long a listing stays fresh when every upstream announces its changes
         self._clock = clock
         self._states = [_MountState() for _ in self.mounts]
+        # Names each upstream listed last, kept across invalidation: who may learn it is down.
+        self._known_names: list[frozenset[str]] = [frozenset() for _ in self.mounts]
         self._by_namespace = {m.namespace: i for i, m in enumerate(self.mounts)}
         self._flights = _SingleFlight()
         # Collisions are possible only where an unprefixed mount shares the name space with others.
@@ -209,6 +211,10 @@ class Catalog:
             return cached
         epoch = state.epoch
         page = await self._flights.run((i, epoch, cursor), lambda: self._fetch_page(mount, cursor, self._clock()))
+        if cursor is None and page.next_cursor is None:  # a one-page listing is all there is to know
+            self._known_names[i] = frozenset(p["name"] for p in page.prompts)
+        elif len(self._known_names[i]) < MAX_INDEX_PROMPTS:
+            self._known_names[i] |= {p["name"] for p in page.prompts}
         state = self._states[i]
         cacheable = mount.source.announces_list_changes or (page.ttl_ms or 0) > 0
         if cacheable and state.epoch == epoch:
@@ -236,6 +242,7 @@ class Catalog:
         state = self._states[i]
         if state.epoch == epoch:
             state.index, state.index_built_at = index, time.monotonic()
+            self._known_names[i] = frozenset(index)
         return index
 
     async def _build_index(self, i: int) -> dict[str, dict[str, Any]]:
@@ -272,6 +279,19 @@ class Catalog:
         return None
 
     # ---- visibility ----------------------------------------------------------------------------
+
+    def shows_upstream(self, i: int, viewer: Rules | None) -> bool:
+        """Whether the caller may learn of upstream ``i`` (that it is down, say): some prompt it last
+        listed is visible to the caller or, before it ever listed, the rules could show some name of it."""
+        mount = self.mounts[i]
+        known = self._known_names[i]
+        if known:
+            return any(self._visible(i, local, mount.public_name(local), viewer) for local in known)
+        return (
+            mount.rules.may_allow_under("")
+            and self._policy.may_allow_under(mount.prefix)
+            and (viewer is None or viewer.may_allow_under(mount.prefix))
+        )
 
     def _visible(self, i: int, local: str, public: str, viewer: Rules | None) -> bool:
         return (
@@ -368,7 +388,8 @@ class Catalog:
                 if self._on_upstream_error == "fail":
                     raise page
                 log.warning("upstream_left_out_of_listing", upstream=self.mounts[i].namespace, error=page.message)
-                unavailable.append(self.mounts[i].namespace)
+                if self.shows_upstream(i, viewer):  # never name an upstream the caller cannot see at all
+                    unavailable.append(self.mounts[i].namespace)
                 freshness.ttls_ms.append(0)  # ask again soon: it may be back
                 upstreams[i] = None  # a later page must not wait for it: it announces its return
                 continue
@@ -407,16 +428,22 @@ class Catalog:
     # ---- routing -------------------------------------------------------------------------------
 
     async def _resolve(self, public: str, viewer: Rules | None) -> tuple[Mount, str, dict[str, Any]]:
-        """The mount, local name and listing entry behind a public name, or UnknownPrompt."""
-        if not self._policy.allows(public) or (viewer is not None and not viewer.allows(public)):
-            raise UnknownPrompt(public)
+        """The mount, local name and listing entry behind a public name, or UnknownPrompt. A hidden name
+        and an unknown one answer alike, also under an upstream that is down: both say it is down when
+        the caller may see that upstream at all, both are unknown otherwise (so no answer tells a deny
+        rule apart from a name that does not exist)."""
+        hidden = not self._policy.allows(public) or (viewer is not None and not viewer.allows(public))
         for i, mount in enumerate(self.mounts):
             local = mount.local_name(public)
-            if local is None or not mount.rules.allows(local):
+            if local is None:
                 continue
             if not mount.source.ready:
                 if mount.prefix:
-                    raise UpstreamUnavailable(mount.namespace, "is not connected")
+                    if self.shows_upstream(i, viewer):
+                        raise UpstreamUnavailable(mount.namespace, "is not connected")
+                    raise UnknownPrompt(public)
+                continue
+            if hidden or not mount.rules.allows(local):
                 continue
             try:
                 entry = await self._lookup(i, local)

@@ -43,6 +43,26 @@ def skeleton(name: str, separator: str = "") -> str:
     return text
 
 
+def _can_begin_with(pattern: str, prefix: str) -> bool:
+    """Whether some string matching the glob ``pattern`` starts with ``prefix`` (a ``[...]`` class is
+    taken to match any one character)."""
+    i = 0
+    for ch in prefix:
+        if i >= len(pattern):
+            return False
+        token = pattern[i]
+        if token == "*":
+            return True
+        if token == "[":
+            end = pattern.find("]", i + 2)
+            i = end + 1 if end > 0 else i + 1
+            continue
+        if token not in ("?", ch):
+            return False
+        i += 1
+    return True
+
+
 def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
     parts = [fnmatch.translate(p) for p in patterns]
     return re.compile("|".join(parts)) if parts else None
@@ -74,6 +94,14 @@ class Rules:
         if self.denies(name):
             return False
         return self._allow is not None and bool(self._allow.match(name))
+
+    def may_allow_under(self, prefix: str) -> bool:
+        """Whether some name starting with ``prefix`` could be allowed: no deny glob ending in ``*`` covers
+        the whole prefix, and some allow glob can begin with it. Errs towards True (it is used to decide
+        whether a caller may learn that an upstream is down, never to show a prompt)."""
+        if any(p.endswith("*") and fnmatch.fnmatchcase(prefix, p) for p in self.deny):
+            return False
+        return any(_can_begin_with(p, prefix) for p in self.allow)
 
 
 ALLOW_ALL = Rules()

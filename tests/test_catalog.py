@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from gateway.catalog import UNAVAILABLE_META_KEY, Catalog, Mount
 from gateway.cursor import CursorCodec
 from gateway.errors import (
+    GatewayError,
     InvalidCursor,
     InvalidParams,
     UnknownPrompt,
@@ -374,3 +375,59 @@ async def test_input_required_passes_through_to_modern_clients_only() -> None:
     source.replies["prompts/get"] = {"resultType": "deferred", "messages": []}
     with pytest.raises(UpstreamProtocolError, match="unknown resultType 'deferred'"):
         await cat.get_prompt({"name": "m__p00000"}, input_required=True)
+
+
+async def _outcome(cat: Catalog, name: str, viewer: Rules | None = None) -> tuple[int, str]:
+    with pytest.raises(GatewayError) as info:
+        await cat.get_prompt({"name": name}, viewer=viewer)
+    return info.value.code, info.value.message.replace(name, "NAME")
+
+
+@pytest.mark.parametrize("listed_before", [True, False])
+async def test_hidden_and_unknown_names_answer_alike_while_their_upstream_is_down(listed_before: bool) -> None:
+    docs = FakePromptSource("docs", [{"name": "secret_plan"}, {"name": "howto"}, {"name": "internal_x"}])
+    cat = catalog(
+        docs, policy=Rules(deny=("docs__secret_plan",), separator=SEP), rules={"docs": Rules(deny=("internal_*",))}
+    )
+    if listed_before:
+        await cat.list_prompts(None)
+    docs.ready = False
+    cat.invalidate("docs")
+    outcomes = {name: await _outcome(cat, name) for name in ("docs__secret_plan", "docs__internal_x", "docs__nope")}
+    assert set(outcomes.values()) == {(-32603, "Upstream 'docs' is not connected")}, outcomes
+    # a caller that can see nothing of the upstream learns nothing of it, not even that it is down
+    blind = Rules(deny=("docs__*",))
+    outcomes = {name: await _outcome(cat, name, blind) for name in ("docs__secret_plan", "docs__howto", "docs__x")}
+    assert set(outcomes.values()) == {(-32602, "Unknown prompt: NAME")}, outcomes
+    assert UNAVAILABLE_META_KEY not in (await cat.list_prompts(None, viewer=blind)).get("_meta", {})
+    assert (await cat.list_prompts(None))["_meta"] == {UNAVAILABLE_META_KEY: ["docs"]}
+
+
+async def test_the_unavailable_meta_names_only_upstreams_the_caller_can_see_something_of() -> None:
+    shown = FakePromptSource("shown", [{"name": "a"}])
+    only_secret = FakePromptSource("ops", [{"name": "secret"}])
+    cat = catalog(shown, only_secret, policy=Rules(deny=("ops__secret",), separator=SEP))
+    await cat.list_prompts(None)  # what each upstream lists is known from now on
+    shown.ready = only_secret.ready = False
+    cat.invalidate("shown")
+    cat.invalidate("ops")
+    assert (await cat.list_prompts(None))["_meta"] == {UNAVAILABLE_META_KEY: ["shown"]}
+    assert await _outcome(cat, "ops__secret") == await _outcome(cat, "ops__other") == (-32602, "Unknown prompt: NAME")
+
+
+@pytest.mark.parametrize(
+    ("rules", "prefix", "expected"),
+    [
+        (Rules(), "docs__", True),
+        (Rules(deny=("docs__*",)), "docs__", False),
+        (Rules(deny=("d*",)), "docs__", False),
+        (Rules(deny=("docs__secret_*",)), "docs__", True),
+        (Rules(allow=("other__*",)), "docs__", False),
+        (Rules(allow=("docs__x",)), "docs__", True),
+        (Rules(allow=("do?s__*",)), "docs__", True),
+        (Rules(allow=("d[aeiou]cs__*",)), "docs__", True),
+        (Rules(allow=("docs",)), "docs__", False),
+    ],
+)
+def test_may_allow_under(rules: Rules, prefix: str, expected: bool) -> None:
+    assert rules.may_allow_under(prefix) is expected

@@ -211,3 +211,29 @@ async def test_an_upstream_cannot_reach_another_upstreams_request_with_forged_pr
             with anyio.fail_after(20):
                 await finished.wait()
         assert "forged" not in seen
+
+
+async def test_a_down_upstream_answers_hidden_and_unknown_names_alike_and_is_named_only_to_who_sees_it(
+    tmp_path: Path,
+) -> None:
+    def dead(namespace: str) -> dict[str, Any]:
+        return {"namespace": namespace, "command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}
+
+    config = write_config(
+        tmp_path / "c.toml",
+        [demo_upstream("writing", "writing"), dead("docs"), dead("hidden")],
+        policy={"deny": ["docs__secret_plan", "hidden__*"]},
+        gateway={"max_restarts": 0},
+    )
+    async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+        listing = await client.list_prompts()
+        assert listing.meta == {"prompt-gateway/unavailable": ["docs"]}
+        outcomes = set()
+        for name in ("docs__secret_plan", "docs__secret_plam"):
+            with pytest.raises(MCPError) as info:
+                await client.get_prompt(name)
+            outcomes.add((info.value.error.code, info.value.error.message))
+        assert outcomes == {(-32603, "Upstream 'docs' is not connected")}
+        with pytest.raises(MCPError) as info:
+            await client.get_prompt("hidden__anything")
+        assert (info.value.error.code, info.value.error.message) == (-32602, "Unknown prompt: hidden__anything")
