@@ -50,14 +50,14 @@ def _can_begin_with(pattern: str, prefix: str) -> bool:
     for ch in prefix:
         if i >= len(pattern):
             return False
-        token = pattern[i]
-        if token == "*":
+        part = pattern[i]
+        if part == "*":
             return True
-        if token == "[":
+        if part == "[":
             end = pattern.find("]", i + 2)
             i = end + 1 if end > 0 else i + 1
             continue
-        if token not in ("?", ch):
+        if part not in ("?", ch):
             return False
         i += 1
     return True
