@@ -125,10 +125,9 @@ class Gateway:
         self._debouncer.poke()
 
     @staticmethod
-    def _secret_for(config: Config, previous: bytes | None) -> bytes:
-        if config.gateway.cursor_secret:
-            return config.gateway.cursor_secret.encode()
-        return previous or secrets.token_bytes(32)
+    def _secret_for(config: Config, previous: tuple[bytes, ...] | None) -> tuple[bytes, ...]:
+        """The cursor keys: the configured ones, else one random per process (kept across reloads)."""
+        return config.gateway.cursor_keys or previous or (secrets.token_bytes(32),)
 
     def _build_catalog(self, config: Config) -> Catalog:
         settings = config.gateway

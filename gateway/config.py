@@ -51,6 +51,7 @@ class PolicyRules(_Section):
 class GatewaySettings(_Section):
     namespace_separator: str = Field("__", min_length=1, max_length=8)
     cursor_secret: str | None = Field(None, min_length=16)
+    cursor_secrets: tuple[Annotated[str, Field(min_length=16)], ...] = Field((), max_length=16)
     page_size: int | None = Field(None, ge=1, le=10_000)
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     list_changed_debounce_s: float = Field(0.05, ge=0, le=10)
@@ -69,6 +70,21 @@ class GatewaySettings(_Section):
         if not value.isprintable() or value.strip() != value:
             raise ValueError("must be printable with no surrounding whitespace")
         return value
+
+    @model_validator(mode="after")
+    def _one_way_to_name_cursor_secrets(self) -> GatewaySettings:
+        if self.cursor_secret is not None and self.cursor_secrets:
+            raise ValueError(
+                "set cursor_secret or cursor_secrets, not both (cursor_secrets: the first seals, all open)"
+            )
+        return self
+
+    @property
+    def cursor_keys(self) -> tuple[bytes, ...]:
+        """The configured cursor secrets, the sealing one first; empty when none is configured."""
+        if self.cursor_secret is not None:
+            return (self.cursor_secret.encode(),)
+        return tuple(secret.encode() for secret in self.cursor_secrets)
 
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

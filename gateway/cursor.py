@@ -2,25 +2,29 @@
 
 Per upstream (in config order) it holds the upstream's own opaque cursor for the page being read and
 how many of that page's prompts were already served (a ``page_size`` cap can split an upstream page),
-or "done". It is bound to the config generation, HMAC-signed and size-bounded, so any replica that
-shares the secret can continue it and no one else can forge, splice or replay it across layouts.
+or "done". It is bound to the config generation, sealed (encrypted and authenticated, see
+``sealing.py``) and size-bounded, so any replica that shares the secrets can continue it, and no client
+can forge, splice or replay it across layouts, nor read it: upstream cursors can carry prompt names
+that policy hides. The plaintext is padded to a multiple of 128 bytes, so the length does not tell how
+many upstreams there are either.
 
-Wire form: base64url(version byte | 16-byte HMAC-SHA256 tag | compact JSON), unpadded.
+Wire form: base64url(version byte | sealed(compact JSON, padded with spaces)), unpadded.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.errors import InvalidCursor
+from gateway.sealing import Sealer
 
-_VERSION = 1
-_TAG_BYTES = 16
+_VERSION = 2  # 1 was HMAC-signed plain JSON
+_HEADER = bytes([_VERSION])
+_PAD_TO = 128
 MAX_CURSOR_CHARS = 64 * 1024
 
 
@@ -48,19 +52,19 @@ class CursorTooLarge(Exception):
 
 
 class CursorCodec:
-    def __init__(self, secret: bytes) -> None:
-        self._secret = secret
+    """``secrets``: the first seals, every one opens (rotation). One secret alone may be given as bytes."""
 
-    def _tag(self, body: bytes) -> bytes:
-        return hmac.new(self._secret, body, hashlib.sha256).digest()[:_TAG_BYTES]
+    def __init__(self, secrets: bytes | Sequence[bytes]) -> None:
+        self._sealer = Sealer([secrets] if isinstance(secrets, bytes) else list(secrets), purpose=b"cursor")
 
     def encode(self, position: ListingPosition) -> str:
         payload = {
             "g": position.generation,
             "u": [None if p is None else [p.cursor, p.offset] for p in position.upstreams],
         }
-        body = bytes([_VERSION]) + json.dumps(payload, separators=(",", ":")).encode()
-        token = base64.urlsafe_b64encode(body[:1] + self._tag(body) + body[1:]).rstrip(b"=").decode()
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        body += b" " * (-len(body) % _PAD_TO)
+        token = base64.urlsafe_b64encode(_HEADER + self._sealer.seal(body, header=_HEADER)).rstrip(b"=").decode()
         if len(token) > MAX_CURSOR_CHARS:
             raise CursorTooLarge(f"composite cursor of {len(token)} characters exceeds {MAX_CURSOR_CHARS}")
         return token
@@ -77,13 +81,13 @@ class CursorCodec:
             raise InvalidCursor("not base64url") from exc
         if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != token:
             raise InvalidCursor("not canonical base64url")  # no second spelling of one cursor
-        if len(raw) < 1 + _TAG_BYTES or raw[0] != _VERSION:
+        if raw[:1] != _HEADER:
             raise InvalidCursor("unknown version")
-        tag, body = raw[1 : 1 + _TAG_BYTES], raw[:1] + raw[1 + _TAG_BYTES :]
-        if not hmac.compare_digest(tag, self._tag(body)):
-            raise InvalidCursor("bad signature")
+        body = self._sealer.open(raw[1:], header=_HEADER)
+        if body is None:
+            raise InvalidCursor("bad seal")
         try:
-            payload = json.loads(body[1:])
+            payload = json.loads(body)
         except ValueError as exc:
             raise InvalidCursor("unreadable payload") from exc
         return _position_from(payload, generation, upstream_count)

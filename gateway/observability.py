@@ -14,7 +14,8 @@ import structlog
 
 REDACTED = "[redacted]"
 _SECRET_KEYS = frozenset({
-    "token", "tokens", "authorization", "cursor_secret", "secret", "password", "headers", "env", "api_key",
+    "token", "tokens", "authorization", "cursor_secret", "cursor_secrets", "secret", "secrets", "password",
+    "headers", "env", "api_key",
 })  # fmt: skip
 
 

@@ -61,6 +61,14 @@ deny = ["docs__secret_*"]
         ({"upstreams": [upstream(command="${MISSING}")]}, "upstreams[0].command: environment variable MISSING"),
         ({"gateway": {"page_size": 0}}, "gateway.page_size: Input should be greater than or equal to 1"),
         ({"gateway": {"cursor_secret": "short"}}, "gateway.cursor_secret: String should have at least 16"),
+        (
+            {"gateway": {"cursor_secrets": ["a" * 16, "short"]}},
+            "gateway.cursor_secrets[1]: String should have at least",
+        ),
+        (
+            {"gateway": {"cursor_secret": "a" * 16, "cursor_secrets": ["b" * 16]}},
+            "set cursor_secret or cursor_secrets, not both",
+        ),
         ({"gateway": {"namespace_separator": ""}}, "gateway.namespace_separator"),
         ({"policy": {"alow": ["*"]}}, "policy.alow: unknown key"),
     ],

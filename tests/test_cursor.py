@@ -62,7 +62,7 @@ def test_foreign_secret_other_generation_and_other_layout_are_rejected() -> None
     token = codec.encode(position)
     with pytest.raises(InvalidCursor, match="Invalid cursor") as info:
         CursorCodec(b"x" * 32).decode(token, generation="gen1", upstream_count=2)
-    assert info.value.reason == "bad signature"
+    assert info.value.reason == "bad seal"
     with pytest.raises(InvalidCursor) as info:
         codec.decode(token, generation="gen2", upstream_count=2)
     assert info.value.reason == "issued under another configuration"
@@ -81,3 +81,28 @@ def test_encoding_is_bounded() -> None:
     huge = ListingPosition("gen1", tuple(PagePosition("x" * 2048, 0) for _ in range(40)))
     with pytest.raises(CursorTooLarge):
         codec.encode(huge)
+
+
+def test_a_cursor_reveals_nothing_of_what_it_holds() -> None:
+    """Upstream cursors can carry hidden prompt names, and their count tells how many upstreams there are."""
+    position = ListingPosition("gen1", (PagePosition("next-is-docs__secret_plan", 3), None))
+    token = codec.encode(position)
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    assert b"secret_plan" not in raw
+    assert b"gen1" not in raw
+    one = codec.encode(ListingPosition("gen1", (PagePosition(None, 0),)))
+    five = codec.encode(ListingPosition("gen1", tuple(PagePosition(None, 0) for _ in range(5))))
+    assert len(one) == len(five)  # padded: the length does not count upstreams
+    assert codec.encode(position) != token  # a fresh nonce each time
+
+
+def test_secrets_rotate_the_first_seals_and_every_one_opens() -> None:
+    position = ListingPosition("gen1", (PagePosition("abc", 1),))
+    old, new = b"o" * 32, b"n" * 32
+    issued_before = CursorCodec([old]).encode(position)
+    rotated = CursorCodec([new, old])
+    assert rotated.decode(issued_before, generation="gen1", upstream_count=1) == position
+    issued_after = rotated.encode(position)
+    assert CursorCodec([new]).decode(issued_after, generation="gen1", upstream_count=1) == position
+    with pytest.raises(InvalidCursor):
+        CursorCodec([old]).decode(issued_after, generation="gen1", upstream_count=1)
