@@ -1,41 +1,90 @@
 """Allow/deny rules on prompt names. Deny wins; allow is exact, deny is deliberately broad.
 
 ``allow`` globs match the name exactly (case-sensitive), so nothing becomes visible by accident.
-``deny`` globs also match a *skeleton* of the name: Unicode-normalised, accents and invisible
-characters removed, case-folded, common Cyrillic/Greek look-alikes mapped to Latin, whitespace dropped
-and repeated separators collapsed. So ``docs__secret_*`` also hides ``docs__SECRET_x``,
-``docs__ѕecret_x`` (Cyrillic s), ``docs__secret\u200b_x`` and ``docs____secret_x``: a rule written
-for one spelling cannot be bypassed with another.
+``deny`` globs also match a *skeleton* of the name (after Unicode TR39): default-ignorable code points
+removed as a class, every character replaced by the representative of its confusable class (Unicode's
+confusables data, as shipped by ``confusable-homoglyphs``), then normalised, accents, spaces and
+controls removed, case-folded, and repeated separators collapsed. So ``docs__secret_*`` also hides
+``docs__SECRET_x``, ``docs__ѕecret_x`` (Cyrillic s), ``docs__ꜱecret_x`` (small capital s),
+``docs__secret\u200b_x``, ``docs__secret\u3164_x`` and ``docs____secret_x``: a rule written for one
+spelling cannot be bypassed with another.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
+import string
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-# Letters that render like Latin ones in common fonts (after case folding). Not exhaustive: the
-# skeleton closes the cheap bypasses; the exact-name routing in the catalog closes the rest.
-_LOOKALIKES = str.maketrans({
-    "а": "a", "в": "b", "е": "e", "ё": "e", "з": "3", "і": "i", "ї": "i", "ј": "j", "к": "k",
-    "м": "m", "н": "h", "о": "o", "р": "p", "с": "c", "т": "t", "у": "y", "х": "x", "ѕ": "s",
-    "ԁ": "d", "һ": "h", "ӏ": "l", "ԛ": "q", "ԝ": "w", "ɡ": "g", "ı": "i",
-    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p",
-    "τ": "t", "υ": "u", "χ": "x", "ω": "w", "ϲ": "c", "ϳ": "j",
-})  # fmt: skip
+import regex
+from confusable_homoglyphs import confusables
+
+_GLOB = frozenset("*?[]")
+_IGNORABLE = regex.compile(r"[\p{Default_Ignorable_Code_Point}\u2800]+")  # and the braille blank, drawn empty
+_DROPPED_CATEGORIES = frozenset({"Mn", "Me", "Cf", "Cc", "Zs", "Zl", "Zp"})
 
 
+def _confusable_classes() -> dict[int, str]:
+    """Each confusable character mapped to one representative of its class (an ASCII member where there
+    is one); an ASCII letter and its other case are one class. The data lists confusables both ways; a
+    source whose prototype is a sequence (``ʂ`` → ``s̨``) maps to the sequence. Classes holding a glob
+    character are left alone: a deny pattern's skeleton must keep its wildcards, and gain none."""
+    parent: dict[str, str] = {}
+
+    def find(ch: str) -> str:
+        root = parent.setdefault(ch, ch)
+        while root != parent[root]:
+            root = parent[root]
+        parent[ch] = root
+        return root
+
+    data: dict[str, list[dict[str, str]]] = confusables.confusables_data
+    mapping: dict[int, str] = {}
+    for ch, entries in data.items():
+        if len(ch) != 1:
+            continue
+        for entry in entries:
+            target = entry["c"]
+            if len(target) == 1:
+                parent[find(ch)] = find(target)
+            elif len(entries) == 1:
+                mapping[ord(ch)] = target
+    for upper in string.ascii_uppercase:  # an ASCII case pair is one class too: O, o and 0 fold alike
+        parent[find(upper)] = find(upper.lower())  # (not every script's pairs: they chain e to 7)
+    classes: dict[str, list[str]] = {}
+    for ch in list(parent):
+        classes.setdefault(find(ch), []).append(ch)
+    for members in classes.values():
+        if _GLOB & set(members):
+            continue
+        representative = min(members, key=lambda c: (not c.isascii(), ord(c)))
+        mapping.update({ord(m): representative for m in members if m != representative})
+    return {k: v for k, v in mapping.items() if chr(k) not in _GLOB and not _GLOB & set(v)}
+
+
+_CONFUSABLES = _confusable_classes()
+
+
+def _fold(text: str) -> str:
+    text = _IGNORABLE.sub("", text).casefold().translate(_CONFUSABLES)  # before NFKC, which turns ϲ into ς
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
+    text = "".join(ch for ch in text if unicodedata.category(ch) not in _DROPPED_CATEGORIES and not ch.isspace())
+    return _IGNORABLE.sub("", text.casefold()).translate(_CONFUSABLES)
+
+
+@functools.lru_cache(maxsize=16_384)  # listings ask the same names again and again; ~30 µs each to fold
 def skeleton(name: str, separator: str = "") -> str:
     """The form deny rules are matched against in addition to the name itself."""
-    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", name))
-    text = "".join(
-        ch
-        for ch in text
-        if unicodedata.category(ch) not in ("Mn", "Me", "Cf", "Cc", "Zs", "Zl", "Zp") and not ch.isspace()
-    )
-    text = text.casefold().translate(_LOOKALIKES)
+    text = _fold(name)
+    for _ in range(3):  # folding can expose a character that folds further (a sequence, a case pair)
+        again = _fold(text)
+        if again == text:
+            break
+        text = again
     if separator:
         folded_sep = skeleton(separator)
         if folded_sep:

@@ -28,6 +28,15 @@ SECRET = Rules(allow=("*",), deny=("docs__secret_*",), separator="__")
         "d\u03bfcs__secret_plan",  # Greek omicron looks like o
         "docs__\uff53ecret_plan",  # fullwidth s
         "docs__se\u0301cret_plan",  # combining accent
+        "docs__se\u03f2ret_plan",  # Greek lunate sigma looks like c (NFKC would make it a final sigma)
+        "docs__\ua731ecret_plan",  # Latin small capital s
+        "docs__\u0282ecret_plan",  # s with hook
+        "docs__sec\u0433et_plan",  # Cyrillic ghe looks like r
+        "docs__secret\u3164_plan",  # Hangul filler (default-ignorable)
+        "docs__secret_\u115fplan",  # Hangul choseong filler
+        "docs__secret\u2800_plan",  # braille blank
+        "docs__secret\u180e_plan",  # Mongolian vowel separator (default-ignorable, format)
+        "docs__secret_p\u04cfan",  # Cyrillic palochka looks like l
         "docs____secret_plan",  # a second separator
         "docs______secret_plan",
     ],
