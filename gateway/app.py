@@ -22,7 +22,8 @@ from anyio.abc import TaskGroup
 
 from gateway.catalog import Catalog, Mount
 from gateway.coalesced_http import CoalescingHttpToolsProtocol
-from gateway.config import Config, HttpUpstream, StdioUpstream
+from gateway.config import Config, HttpUpstream, ServerSettings, StdioUpstream
+from gateway.connection_guard import ConnectionBounds, guarded
 from gateway.cursor import CursorCodec
 from gateway.debounce import ListChangedDebouncer
 from gateway.errors import ConfigError
@@ -301,6 +302,16 @@ def ensure_safe_exposure(config: Config) -> None:
         )
 
 
+def connection_bounds(settings: ServerSettings) -> ConnectionBounds:
+    return ConnectionBounds(
+        max_connections=settings.max_connections,
+        max_connections_per_client=settings.max_connections_per_client,
+        max_header_bytes=settings.max_header_bytes,
+        header_timeout_s=settings.header_timeout_s,
+        body_timeout_s=settings.body_timeout_s,
+    )
+
+
 async def serve_http(gateway: Gateway, *, stopping: anyio.Event | None = None) -> None:
     """Serve MCP over HTTP until ``stopping`` is set (or cancelled): then stop accepting, end every
     session's stream, and give requests in flight the grace period to finish."""
@@ -313,7 +324,7 @@ async def serve_http(gateway: Gateway, *, stopping: anyio.Event | None = None) -
         frontend.app(gateway.metrics.routes(lambda: gateway.connectors)),
         log_config=None, access_log=False, lifespan="off",
         timeout_graceful_shutdown=max(1, round(grace)), server_header=False,
-        http=CoalescingHttpToolsProtocol,  # each response in one write
+        http=guarded(CoalescingHttpToolsProtocol, connection_bounds(settings)),  # bounds first; a response in one write
         proxy_headers=False,  # nothing here reads the client's address; the middleware cost a layer per request
     )  # fmt: skip
     server = _EmbeddedServer(uv_config)

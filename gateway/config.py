@@ -110,7 +110,13 @@ class ServerSettings(_Section):
     tokens: tuple[TokenSettings, ...] = ()
     allow_unauthenticated: bool = False
     max_sessions: int = Field(10_000, ge=1)
+    max_sessions_per_identity: int | None = Field(None, ge=1)
     session_idle_timeout_s: float = Field(3600, gt=0)
+    max_connections: int = Field(1000, ge=1)
+    max_connections_per_client: int = Field(100, ge=1)
+    max_header_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    header_timeout_s: float = Field(10.0, gt=0, le=3600)
+    body_timeout_s: float = Field(30.0, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _tokens_are_distinct(self) -> ServerSettings:

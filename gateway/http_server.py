@@ -37,6 +37,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.config import ServerSettings, TokenSettings
 from gateway.errors import ClientError, GatewayError
+from gateway.fair_share import FairShare, default_share
 from gateway.protocol.jsonrpc import (
     Batch,
     ErrorResponse,
@@ -243,7 +244,13 @@ class HttpFrontend:
         self.settings = settings
         self._factory = factory
         self._stateless = stateless
-        self._stateless_in_flight = 0  # bounded by max_sessions: a stateless request costs what a session does
+        # Sessions, stateless requests and stateless streams (listen, progress) are bounded apart, each by
+        # max_sessions (a stateless request costs what a session does) with a share per token inside it:
+        # idle listen streams cannot starve requests, nor one token everyone else.
+        share = settings.max_sessions_per_identity or default_share(settings.max_sessions, len(settings.tokens))
+        self._session_share = FairShare(settings.max_sessions, share)
+        self._request_share = FairShare(settings.max_sessions, share)
+        self._stream_share = FairShare(settings.max_sessions, share)
         self._max_message_bytes = max_message_bytes
         self._max_in_flight = max_in_flight
         self._guard = Guard(settings)
@@ -301,15 +308,20 @@ class HttpFrontend:
 
     def _end(self, session: HttpSession, reason: str) -> None:
         if self.sessions.pop(session.id, None) is not None:
+            self._session_share.release(session.principal)
             session.events.close()
             session.endpoint.close()
             log.info("session_ended", session=session.id[:8], reason=reason)
 
     def _new_session(self, principal: str | None, *, legacy: bool) -> HttpSession | Response:
-        if len(self.sessions) >= self.settings.max_sessions:
+        if self._session_share.refusal(principal) is not None:
             self.expire_idle()
-            if len(self.sessions) >= self.settings.max_sessions:
-                return _plain(503, "Too many sessions", **{"Retry-After": "5"})
+        if self._session_share.refusal(principal) is not None:
+            self._make_room(principal)
+        refusal = self._session_share.refusal(principal)
+        if refusal is not None:
+            return _plain(503, f"Service Unavailable: too many sessions ({refusal})", **{"Retry-After": "5"})
+        self._session_share.acquire(principal)
         session_id = secrets.token_urlsafe(32)
         events = EventLog(max_events=1024 if legacy else 256)
 
@@ -321,6 +333,17 @@ class HttpFrontend:
         session = HttpSession(session_id, principal, endpoint, inbound, events, legacy)
         self.sessions[session_id] = session
         return session
+
+    def _make_room(self, principal: str | None) -> None:
+        """End the least recently used session without an open stream: this identity's own when it is at
+        its share, else the largest holder's. A session nobody has used for longest goes first, and one
+        identity's sessions never push out another's below the share."""
+        share = self._session_share
+        at_share = share.per_identity is not None and share.held[principal] >= share.per_identity
+        owner = principal if at_share else share.largest_holder()
+        idle = [s for s in self.sessions.values() if s.principal == owner and not s.streams and not len(s.inbound)]
+        if idle:
+            self._end(min(idle, key=lambda s: s.last_seen), "evicted to make room (least recently used)")
 
     def _lookup(self, request: HttpRequest, principal: str | None, session_id: str | None) -> HttpSession | Response:
         if not session_id:
@@ -459,17 +482,19 @@ class HttpFrontend:
             check_headers(_headers(http), request.method, request.params, envelope.version)
         except ClientError as exc:
             return _modern_answer(error_response(request.id, exc))
-        if self._stateless_in_flight >= self.settings.max_sessions:
-            return _plain(503, "Service Unavailable: too many requests in flight", **{"Retry-After": "5"})
         streamed = request.method == "subscriptions/listen" or _wants_progress(request)
+        refusal = (self._stream_share if streamed else self._request_share).refusal(principal)
+        if refusal is not None:
+            kind = "streams open" if streamed else "requests in flight"
+            return _plain(503, f"Service Unavailable: too many {kind} ({refusal})", **{"Retry-After": "5"})
         if streamed and not _accepts(http, "text/event-stream"):
             return _plain(406, "Not Acceptable: this answer is a stream; the client must accept text/event-stream")
         if streamed and self._task_group is None:
             return _plain(503, "Service Unavailable: shutting down")
         if streamed:
             body = self._answer_events(lambda notify: self._stateless_answer(request, notify, principal))
-            return _sse_response(self._counted(body))
-        self._stateless_in_flight += 1
+            return _sse_response(self._counted(body, principal))
+        self._request_share.acquire(principal)
         try:
             with anyio.CancelScope() as scope:
                 watch = _DisconnectWatch(http, scope)
@@ -481,17 +506,17 @@ class HttpFrontend:
                 return _modern_answer(answer)
             return Response(status_code=499)  # the client went away; nobody reads this
         finally:
-            self._stateless_in_flight -= 1
+            self._request_share.release(principal)
 
-    async def _counted(self, body: AsyncGenerator[bytes]) -> AsyncGenerator[bytes]:
-        """A stateless stream counts towards the bound while it is being read (not before: one never
+    async def _counted(self, body: AsyncGenerator[bytes], principal: str | None) -> AsyncGenerator[bytes]:
+        """A stateless stream counts towards its bound while it is being read (not before: one never
         read is never started)."""
-        self._stateless_in_flight += 1
+        self._stream_share.acquire(principal)
         try:
             async for chunk in body:
                 yield chunk
         finally:
-            self._stateless_in_flight -= 1
+            self._stream_share.release(principal)
             await body.aclose()  # its request is cancelled now, not when the generator is collected
 
     async def _stateless_answer(self, request: Request, notify: Notify, principal: str | None) -> dict[str, Any]:

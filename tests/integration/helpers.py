@@ -189,3 +189,13 @@ async def gateway_http(config: Path) -> AsyncIterator[str]:
     """The gateway serving HTTP on an ephemeral port; yields its base URL."""
     async with running_gateway(config) as running:
         yield running.url
+
+
+HTTP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw"}},
+}
+"""A raw handshake-era initialize request, for tests that speak HTTP without an SDK."""

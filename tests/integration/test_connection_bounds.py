@@ -1,0 +1,123 @@
+"""Connections are bounded before anything is authenticated: silent and slow-header connections are cut
+at the header time-out, a slow body at the body time-out, an oversized header block is refused once it
+passes the bound (not buffered whole), and one client address cannot take every connection. A client at
+another address is served throughout. Clients use distinct loopback addresses (127.0.0.x) as sources."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+import pytest
+from anyio.abc import SocketStream
+
+from tests.integration.helpers import HTTP_HEADERS, INITIALIZE, demo_upstream, running_gateway, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+HEADERS = HTTP_HEADERS
+INIT = INITIALIZE
+
+
+@asynccontextmanager
+async def bounded_gateway(tmp_path: Path, **bounds: object) -> AsyncIterator[tuple[str, int, str]]:
+    server = {"transport": "http", "port": 0, **bounds}
+    config = write_config(tmp_path / "c.toml", [demo_upstream("writing", "writing")], server=server)
+    async with running_gateway(config) as gateway:
+        parts = urlsplit(gateway.url)
+        assert parts.hostname is not None
+        assert parts.port is not None
+        yield parts.hostname, parts.port, gateway.url
+
+
+async def connect_from(source: str, host: str, port: int) -> SocketStream:
+    return await anyio.connect_tcp(host, port, local_host=source)
+
+
+async def read_until_closed(stream: SocketStream, timeout: float = 20) -> bytes:
+    """Everything the server sends until it closes (or resets) the connection."""
+    received = b""
+    with anyio.fail_after(timeout):
+        while True:
+            try:
+                received += await stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+                return received
+
+
+async def served(url: str) -> bool:
+    async with httpx.AsyncClient(timeout=20) as http:
+        response = await http.post(f"{url}/mcp", json=INIT, headers=HEADERS)
+        return response.status_code == 200 and "mcp-session-id" in response.headers
+
+
+async def test_silent_and_slow_header_connections_are_cut_at_the_header_timeout(tmp_path: Path) -> None:
+    async with bounded_gateway(tmp_path, header_timeout_s=1) as (host, port, url), AsyncExitStack() as stack:
+        silent = [await stack.enter_async_context(await connect_from("127.0.0.2", host, port)) for _ in range(10)]
+        slow = [await stack.enter_async_context(await connect_from("127.0.0.2", host, port)) for _ in range(5)]
+        for stream in slow:
+            await stream.send(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a")  # and never the rest
+        assert await served(url)  # another address is served meanwhile
+        answers = []
+        async with anyio.create_task_group() as tg:
+            for stream in silent + slow:
+
+                async def collect(stream: SocketStream = stream) -> None:
+                    answers.append(await read_until_closed(stream))
+
+                tg.start_soon(collect)
+        assert len(answers) == 15
+        assert all(answer.startswith(b"HTTP/1.1 408 ") for answer in answers), answers[:2]
+        assert b'"code": -32600' in answers[0]
+
+
+async def test_a_body_slower_than_the_body_timeout_is_cut(tmp_path: Path) -> None:
+    async with bounded_gateway(tmp_path, body_timeout_s=1) as (host, port, _), AsyncExitStack() as stack:
+        stream = await stack.enter_async_context(await connect_from("127.0.0.2", host, port))
+        await stream.send(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b'Accept: application/json\r\nContent-Length: 1000\r\n\r\n{"jsonrpc":'
+        )
+        await read_until_closed(stream)  # used to wait for the rest for ever
+
+
+async def test_an_oversized_header_block_is_refused_when_it_passes_the_bound(tmp_path: Path) -> None:
+    async with bounded_gateway(tmp_path, max_header_bytes=16384) as (host, port, url):
+        async with await connect_from("127.0.0.2", host, port) as stream:
+            await stream.send(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ")
+            with anyio.move_on_after(20):  # the server stops reading: a blocked send is the sign
+                for _ in range(64):  # up to 64 MiB, one MiB a send: a header block used to be read whole
+                    try:
+                        await stream.send(b"a" * (1 << 20))
+                    except (anyio.BrokenResourceError, ConnectionError):
+                        break
+            answer = await read_until_closed(stream)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        assert b"exceeds 16384 bytes" in answer
+        assert await served(url)
+
+
+async def test_one_address_cannot_take_every_connection(tmp_path: Path) -> None:
+    bounds = {"max_connections_per_client": 20, "max_connections": 45, "header_timeout_s": 60}
+    async with bounded_gateway(tmp_path, **bounds) as (host, port, url), AsyncExitStack() as stack:
+        held = [await stack.enter_async_context(await connect_from("127.0.0.3", host, port)) for _ in range(20)]
+        extra = await stack.enter_async_context(await connect_from("127.0.0.3", host, port))
+        refused = await read_until_closed(extra)
+        assert refused.startswith(b"HTTP/1.1 503 ")
+        assert b"20 connections are open from this address" in refused
+        assert await served(url)  # 127.0.0.1 is another address
+        held += [await stack.enter_async_context(await connect_from("127.0.0.4", host, port)) for _ in range(20)]
+        # 40 held plus the client's: the overall bound is near; past it every address is refused
+        more = [await stack.enter_async_context(await connect_from("127.0.0.5", host, port)) for _ in range(10)]
+        overall = await read_until_closed(more[-1])
+        assert overall.startswith(b"HTTP/1.1 503 ")
+        assert b"the gateway has 45 connections open" in overall
+        for stream in held[:10]:
+            await stream.aclose()  # room again once connections close
+        with anyio.fail_after(20):
+            while not await served(url):
+                await anyio.sleep(0.05)
