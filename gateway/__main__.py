@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from contextlib import suppress
@@ -16,7 +17,7 @@ import anyio
 import structlog
 
 from gateway import __version__
-from gateway.app import Gateway, ensure_safe_exposure, run_gateway, serve_http, serve_stream
+from gateway.app import Gateway, ensure_safe_exposure, listening_socket, run_gateway, serve_http, serve_stream
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError, UpstreamError
 from gateway.importer import import_client_config
@@ -108,14 +109,14 @@ async def _watch(gateway: Gateway, path: str, interval_s: float = 1.0) -> None:
             await _reload(gateway, path)
 
 
-async def _serve(config: Config, path: str, watch: bool) -> int:
+async def _serve(config: Config, path: str, watch: bool, sock: socket.socket | None) -> int:
     stopping = anyio.Event()
     async with anyio.create_task_group() as tg, run_gateway(config) as gateway:
         tg.start_soon(_handle_signals, gateway, path, stopping, tg.cancel_scope)
         if watch:
             tg.start_soon(_watch, gateway, path)
         if config.server.transport == "http":
-            await serve_http(gateway, stopping=stopping)
+            await serve_http(gateway, stopping=stopping, sock=sock)
         else:
             stdio = open_own_stdio(max_message_bytes=config.gateway.max_message_bytes)
             await serve_stream(gateway, stdio, stopping=stopping)
@@ -129,7 +130,7 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 
 async def _check(config: Config) -> int:
-    async with run_gateway(config) as gateway:
+    async with run_gateway(config, settle=True) as gateway:
         counts = await gateway.catalog.prompt_counts()
         visible = await gateway.catalog.all_prompts()
         collisions = await gateway.catalog.collisions()
@@ -164,7 +165,7 @@ def _print_prompts(listing: dict[str, Any]) -> None:
 
 
 async def _list(gateway_config: Config, as_json: bool) -> int:
-    async with run_gateway(gateway_config) as gateway:
+    async with run_gateway(gateway_config, settle=True) as gateway:
         listing = await gateway.catalog.all_prompts()
         failed = [c.namespace for c in gateway.connectors if not c.ready]
     if as_json:
@@ -213,7 +214,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"prompt-gateway: {exc.message}", file=sys.stderr)
             return EXIT_CONFIG
-        return anyio.run(_serve, config, args.config, args.watch, backend_options=_event_loop_options())
+        sock = None
+        if config.server.transport == "http":  # bound before any upstream starts: a taken port fails at once
+            try:
+                sock = listening_socket(config.server.host, config.server.port)
+            except OSError as exc:
+                where = f"{config.server.host}:{config.server.port}"
+                print(f"prompt-gateway: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
+                return EXIT_CONFIG
+        return anyio.run(_serve, config, args.config, args.watch, sock, backend_options=_event_loop_options())
     if args.command == "check":
         return anyio.run(_check, config)
     return anyio.run(_list, config, args.json)

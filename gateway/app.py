@@ -64,8 +64,14 @@ class Gateway:
         self._viewers = self._token_rules(config)
         self.catalog = self._build_catalog(config)
         self.service = PromptService(
-            self.current_catalog, completions=self.offers_completions, hub=self.hub, metrics=self.metrics
+            self.current_catalog,
+            completions=self.offers_completions,
+            hub=self.hub,
+            metrics=self.metrics,
+            warm_up=self.first_attempts,
         )
+        self._warm = False
+        self._warm_until = 0.0
         self.metrics.watch(lambda: self.connectors, lambda: len(self.hub))
 
     # ---- what the front ends use --------------------------------------------------------------
@@ -92,13 +98,36 @@ class Gateway:
     # ---- lifetime -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._tg.start_soon(self._debouncer.run)
+        """Start every upstream and return at once: clients are served from now on, whatever the
+        upstreams do (an upstream that comes up later is announced with list_changed)."""
+        self._warm_until = anyio.current_time() + self.config.gateway.startup_wait_s
         for upstream in self.config.upstreams:
             await self._start_upstream(upstream)
         self.catalog = self._build_catalog(self.config)
-        await self._settle(self.connectors)
-        self._debouncer.forget()
+        self._tg.start_soon(self._announce_changes)
         log.info("gateway_started", upstreams={c.namespace: c.state for c in self.connectors})
+
+    async def _announce_changes(self) -> None:
+        """Changes are announced once start-up's wait is over: until then every answer waits for it, so a
+        change before it is news to nobody (and a client mid-initialize gets no notification first)."""
+        await self.first_attempts()
+        await self._debouncer.run()
+
+    async def settle(self) -> None:
+        """Until every upstream has connected or failed once (``check`` and ``list`` report that state)."""
+        await self._settle(self.connectors)
+
+    async def first_attempts(self) -> None:
+        """The first requests wait up to ``startup_wait_s`` after start for upstreams still in their first
+        attempt, so a client starting with the gateway sees the whole list; later ones never wait."""
+        if self._warm:
+            return
+        with anyio.move_on_after(max(0.0, self._warm_until - anyio.current_time())):
+            for connector in self.connectors:
+                await connector.wait_settled()
+        if not self._warm:
+            self._warm = True  # all settled, or the time is up
+            self._debouncer.forget()  # every answer so far waited for this: nobody has a list to update
 
     async def _settle(self, connectors: tuple[UpstreamConnector, ...]) -> None:
         """Until each has connected or failed once (bounded by its timeout): the first client then sees
@@ -116,6 +145,7 @@ class Gateway:
             backoff=Backoff(gateway.restart_initial_s, gateway.restart_max_s, gateway.max_restarts),
             max_in_flight=gateway.max_requests_per_upstream,
             on_progress=self._progress.deliver,
+            stable_after_s=gateway.restart_reset_after_s,
         )
         scope = await self._tg.start(_run_in_scope, connector)
         self._running[settings.namespace] = _Running(settings, connector, scope)
@@ -185,10 +215,13 @@ async def _run_in_scope(connector: UpstreamConnector, *, task_status: anyio.abc.
 
 
 @asynccontextmanager
-async def run_gateway(config: Config) -> AsyncIterator[Gateway]:
+async def run_gateway(config: Config, *, settle: bool = False) -> AsyncIterator[Gateway]:
+    """The running gateway; ``settle``: only once every upstream has connected or failed once."""
     async with anyio.create_task_group() as tg:
         gateway = Gateway(config, tg)
         await gateway.start()
+        if settle:
+            await gateway.settle()
         try:
             yield gateway
         finally:
@@ -312,14 +345,16 @@ def connection_bounds(settings: ServerSettings) -> ConnectionBounds:
     )
 
 
-async def serve_http(gateway: Gateway, *, stopping: anyio.Event | None = None) -> None:
+async def serve_http(
+    gateway: Gateway, *, stopping: anyio.Event | None = None, sock: socket.socket | None = None
+) -> None:
     """Serve MCP over HTTP until ``stopping`` is set (or cancelled): then stop accepting, end every
     session's stream, and give requests in flight the grace period to finish."""
     settings = gateway.config.server
     ensure_safe_exposure(gateway.config)
     grace = gateway.config.gateway.shutdown_grace_s
     frontend = http_frontend(gateway)
-    sock = listening_socket(settings.host, settings.port)
+    sock = sock or listening_socket(settings.host, settings.port)
     uv_config = uvicorn.Config(
         frontend.app(gateway.metrics.routes(lambda: gateway.connectors)),
         log_config=None, access_log=False, lifespan="off",

@@ -59,10 +59,12 @@ class GatewaySettings(_Section):
     restart_initial_s: float = Field(0.5, gt=0, le=60)
     restart_max_s: float = Field(30.0, gt=0, le=3600)
     max_restarts: int | None = Field(None, ge=0)
+    restart_reset_after_s: float = Field(10.0, gt=0, le=86_400)
     max_requests_per_session: int = Field(256, ge=1, le=100_000)
     max_requests_per_upstream: int = Field(256, ge=1, le=100_000)
     shutdown_grace_s: float = Field(10.0, ge=0, le=600)
     list_ttl_s: float = Field(60.0, ge=0, le=86_400)
+    startup_wait_s: float = Field(5.0, ge=0, le=60)
 
     @field_validator("namespace_separator")
     @classmethod

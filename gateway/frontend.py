@@ -18,7 +18,7 @@ completing and (modern) listening for list changes. Around it:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal, Protocol
 
@@ -126,8 +126,10 @@ class PromptService:
         completions: Callable[[], bool],
         hub: Hub,
         metrics: Metrics | None = None,
+        warm_up: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._catalog = catalog
+        self._warm_up = warm_up
         self.offers_completions = completions
         self._hub = hub
         self._metrics = metrics
@@ -149,6 +151,7 @@ class PromptService:
         if method == "subscriptions/listen":
             result = await self._listen(request, notify)
         else:
+            await self.warm_up()  # what it offers (completions) depends on the upstreams
             result = await self.serve(
                 method, request.params, viewer=viewer, notify=notify, completions=self.offers_completions(), modern=True
             )
@@ -165,6 +168,7 @@ class PromptService:
         modern: bool,
     ) -> dict[str, Any]:
         """The result of a method both eras share, in the newest shape (``for_client`` adapts it)."""
+        await self.warm_up()
         catalog = self._catalog()
         if method == "server/discover":
             return {
@@ -180,6 +184,11 @@ class PromptService:
         if not completions:
             raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
         return await catalog.complete(params, viewer=viewer, notify=notify)
+
+    async def warm_up(self) -> None:
+        """Until upstreams still in their first attempt have settled, for a short bounded time at start."""
+        if self._warm_up is not None:
+            await self._warm_up()
 
     async def _listen(self, request: Request, notify: Notify) -> dict[str, Any]:
         wanted = (request.params or {}).get("notifications")
@@ -241,7 +250,10 @@ class ClientSession:
         if method == "ping":
             return {}
         if method == "initialize":
-            return self._initialize(request.params or {})
+            result = self._initialize(request.params or {})  # at once: requests sent right behind it are served
+            await self._service.warm_up()  # what it offers (completions) depends on the upstreams
+            self._completions = self._service.offers_completions()
+            return {**result, "capabilities": self._service.capabilities(completions=self._completions)}
         assert self.protocol_version is not None  # noqa: S101 - _ALLOWED admits these only after initialize
         result = await self._service.serve(
             method, request.params, viewer=self._viewer, notify=notify, completions=self._completions, modern=False

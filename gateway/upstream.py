@@ -18,6 +18,7 @@ States (the whole machine lives in ``_TRANSITIONS``):
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -77,9 +78,12 @@ def _set_version(stream: MessageStream, version: str | None) -> None:
         stream.set_protocol_version(version)
 
 
-PROBE_TIMEOUT_S = 10.0
-"""How long a server may take to answer the ``server/discover`` probe before we take it for one that
-ignores requests before ``initialize`` (the spec's "does not respond": a legacy server)."""
+PROBE_PATIENCE_S = 10.0
+"""How long the ``server/discover`` probe is waited for alone before the handshake is tried beside it (a
+server that ignores requests before ``initialize`` never answers: the spec's legacy server). The probe
+itself stays pending for the upstream's whole ``timeout_s``: an answer that comes late still counts."""
+
+STDERR_TAIL_LINES = 5
 
 CLIENT_INFO = {"name": "mcp-prompt-gateway", "version": __version__}
 
@@ -93,6 +97,20 @@ def _without_credentials(url: str) -> str:
 
 class HandshakeFailed(Exception):
     """The server answered, but not as a prompt server we can use: retrying will not help."""
+
+
+class DiedOnProbe(UpstreamUnavailable):
+    """The server exited on the ``server/discover`` probe or right after it, as Python SDK servers up to
+    mcp 1.8.1 do (a validation error ends their stdio loop): restarted at once, spoken to with the
+    handshake only from then on."""
+
+
+class _ModernOnly(Exception):
+    """``initialize`` was refused with the modern revisions' unsupported-version error."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(str(error.get("message")))
+        self.error = error
 
 
 class Backoff:
@@ -116,6 +134,27 @@ class Backoff:
         self.attempt = 0
 
 
+class _Probe:
+    """The ``server/discover`` probe running beside the handshake: its outcome, once it has one."""
+
+    def __init__(self) -> None:
+        self.settled = anyio.Event()
+        self._outcome: DiscoverResult | BaseException | None = None
+
+    async def run(self, discover: Callable[[], Awaitable[DiscoverResult | None]]) -> None:
+        try:
+            self._outcome = await discover()
+        except (HandshakeFailed, UpstreamError) as exc:
+            self._outcome = exc
+        self.settled.set()
+
+    def result(self) -> DiscoverResult | None:
+        """The DiscoverResult, None for a legacy server; what the probe raised is raised here."""
+        if isinstance(self._outcome, BaseException):
+            raise self._outcome
+        return self._outcome
+
+
 class UpstreamConnector:
     def __init__(
         self,
@@ -126,12 +165,17 @@ class UpstreamConnector:
         backoff: Backoff | None = None,
         max_in_flight: int = 256,
         on_progress: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None,
+        stable_after_s: float = 10.0,
     ) -> None:
         self.settings = settings
         self.namespace = settings.namespace
         self._on_change = on_change
         self._max_message_bytes = max_message_bytes
         self._backoff = backoff or Backoff()
+        self._stable_after_s = stable_after_s  # up this long: a later drop starts the backoff afresh
+        self._ready_since: float | None = None
+        self._handshake_only = False  # set once the server died on the probe
+        self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._slots = anyio.Semaphore(max_in_flight)
         self._max_in_flight = max_in_flight
         self._on_progress = on_progress
@@ -231,6 +275,7 @@ class UpstreamConnector:
         """Connect, serve, and reconnect with backoff until cancelled or given up."""
         try:
             while True:
+                self._ready_since = None
                 try:
                     await self._connect_and_serve()
                     reason = "connection closed"
@@ -238,9 +283,17 @@ class UpstreamConnector:
                     self.last_error = str(exc)
                     self._enter("failed", error=self.last_error)
                     return
+                except DiedOnProbe as exc:
+                    self.last_error = exc.message
+                    self._log.warning("upstream_died_on_probe", error=exc.message)
+                    self.restarts += 1
+                    continue  # once, at once: the handshake alone from now on
                 except (OSError, UpstreamError, HttpTransportError, httpx.HTTPError) as exc:
                     reason = str(exc) or type(exc).__name__
                 self.last_error = reason
+                up_for = None if self._ready_since is None else anyio.current_time() - self._ready_since
+                if up_for is not None and up_for >= self._stable_after_s:
+                    self._backoff.reset()  # it had proved itself: a drop after that is a new story
                 delay = self._backoff.next_delay()
                 if delay is None:
                     self._enter("failed", error=reason)
@@ -292,7 +345,7 @@ class UpstreamConnector:
                     self._enter(
                         "ready", server=self.server_info.get("name"), protocol_version=self.protocol_version, **details
                     )
-                    self._backoff.reset()
+                    self._ready_since = anyio.current_time()
                     if self.modern and self.declares_list_changed:
                         tg.start_soon(self._listen, peer)
                     await peer.wait_closed()
@@ -306,32 +359,74 @@ class UpstreamConnector:
             raise failure
 
     async def _establish(self, peer: RpcPeer, stream: MessageStream) -> None:
-        """Speak the server's era: 2026-07-28 when it answers discovery, else the handshake."""
+        """Speak the server's era: 2026-07-28 when it answers discovery, else the handshake. In ``auto``
+        the probe gets ``PROBE_PATIENCE_S`` alone; then the handshake is tried beside it, and a probe
+        answer that still comes (a busy server, or one that refuses ``initialize`` as modern-only) wins."""
         settings = self.settings
         mode = "legacy" if isinstance(settings, HttpUpstream) and settings.transport == "sse" else settings.protocol
-        if mode != "legacy":
-            _set_version(stream, LATEST_MODERN_VERSION)
-            discovered = await self._discover(peer, required=mode == "modern")
+        if mode == "legacy" or self._handshake_only:
+            await self._handshake(peer, probed=False)
+            _set_version(stream, self.protocol_version)
+            return
+        _set_version(stream, LATEST_MODERN_VERSION)
+        if mode == "modern":
+            self._use_discovered(await self._discover(peer, required=True))
+            return
+        probe = _Probe()
+        failure: HandshakeFailed | UpstreamError | None = None
+        discovered: DiscoverResult | None = None
+        async with anyio.create_task_group() as tg:  # nothing raised inside: a task group would wrap it
+            tg.start_soon(probe.run, lambda: self._discover(peer, required=False))
+            try:
+                discovered = await self._probe_or_handshake(peer, stream, probe)
+            except (HandshakeFailed, UpstreamError) as exc:
+                failure = exc
+            finally:
+                tg.cancel_scope.cancel()  # settled one way or the other: the probe's answer no longer matters
+        if failure is not None:
+            raise failure
+        if discovered is not None:
+            self._use_discovered(discovered)
+        else:
+            _set_version(stream, self.protocol_version)
+
+    async def _probe_or_handshake(self, peer: RpcPeer, stream: MessageStream, probe: _Probe) -> DiscoverResult | None:
+        """The DiscoverResult of a modern server, or None once the handshake is done."""
+        with anyio.move_on_after(min(PROBE_PATIENCE_S, self.settings.timeout_s)):
+            await probe.settled.wait()
+        if probe.settled.is_set():
+            discovered = probe.result()
             if discovered is not None:
-                self.protocol_version = LATEST_MODERN_VERSION
-                self.capabilities = discovered.capabilities
-                meta = discovered.model_extra.get("_meta") if discovered.model_extra else None
-                info = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
-                self.server_info = info if isinstance(info, dict) else {}
-                if not isinstance(self.capabilities.get("prompts"), dict):
-                    raise HandshakeFailed("does not offer the prompts capability")
-                return
-            _set_version(stream, None)
-        await self._handshake(peer)
-        _set_version(stream, self.protocol_version)
+                return discovered
+        _set_version(stream, None)
+        try:
+            await self._handshake(peer, probed=True)
+        except _ModernOnly as exc:
+            await probe.settled.wait()  # the probe has the rest of timeout_s
+            discovered = probe.result()
+            if discovered is None:
+                message = exc.error.get("message")
+                raise HandshakeFailed(f"refused initialize ({message}) and did not answer server/discover") from exc
+            return discovered
+        return None
+
+    def _use_discovered(self, discovered: DiscoverResult | None) -> None:
+        if discovered is None:  # only for a required probe, which raises instead
+            raise HandshakeFailed("did not answer server/discover")
+        self.protocol_version = LATEST_MODERN_VERSION
+        self.capabilities = discovered.capabilities
+        meta = discovered.model_extra.get("_meta") if discovered.model_extra else None
+        info = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
+        self.server_info = info if isinstance(info, dict) else {}
+        if not isinstance(self.capabilities.get("prompts"), dict):
+            raise HandshakeFailed("does not offer the prompts capability")
 
     async def _discover(self, peer: RpcPeer, *, required: bool) -> DiscoverResult | None:
         """The server's DiscoverResult when it speaks a modern revision we speak; None for a legacy server
         (any error that is not a modern one, or silence), unless ``required``."""
         params = with_envelope(None, version=LATEST_MODERN_VERSION, client_info=CLIENT_INFO)
-        timeout = self.settings.timeout_s if required else min(PROBE_TIMEOUT_S, self.settings.timeout_s)
         try:
-            raw = await peer.request("server/discover", params, timeout=timeout)
+            raw = await peer.request("server/discover", params, timeout=self.settings.timeout_s)
         except UnusableAnswer as exc:
             raise UpstreamProtocolError(self.namespace, f"answered server/discover unusably: {exc.problem}") from exc
         except RemoteError as exc:
@@ -345,7 +440,12 @@ class UpstreamConnector:
                 raise HandshakeFailed(f"refused server/discover: {exc.error.get('message')}") from exc
             return None
         except PeerClosed as exc:
-            raise UpstreamUnavailable(self.namespace, "exited during discovery") from exc
+            if required:
+                raise UpstreamUnavailable(self.namespace, self._exited("during discovery")) from exc
+            self._handshake_only = True
+            raise DiedOnProbe(
+                self.namespace, self._exited("on the server/discover probe") + "; restarting it for the handshake only"
+            ) from exc
         except RequestTimeout as exc:
             if required:
                 raise UpstreamTimeout(self.namespace, "did not answer server/discover") from exc
@@ -382,18 +482,23 @@ class UpstreamConnector:
                     self._on_change(self.namespace)  # changes may now go unannounced: stop caching
             await anyio.sleep(retry.next_delay() or retry.max_s)
 
-    async def _handshake(self, peer: RpcPeer) -> None:
+    async def _handshake(self, peer: RpcPeer, *, probed: bool) -> None:
+        """``probed``: the probe went first on this connection, and a server that dies now died of it."""
         params = {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO}
         try:
             raw = await peer.request("initialize", params, timeout=self.settings.timeout_s)
         except UnusableAnswer as exc:
             raise UpstreamProtocolError(self.namespace, f"answered initialize unusably: {exc.problem}") from exc
         except RemoteError as exc:
-            if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION:  # modern after all (a slow probe answer)
-                raise UpstreamUnavailable(self.namespace, "turned out to be modern-only: probing again") from exc
+            if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and probed:
+                raise _ModernOnly(exc.error) from exc  # modern after all: the probe's answer decides
             raise HandshakeFailed(f"refused initialize: {exc.error.get('message')}") from exc
         except PeerClosed as exc:
-            raise UpstreamUnavailable(self.namespace, "exited during initialize") from exc
+            if probed and not self._handshake_only:
+                self._handshake_only = True
+                message = self._exited("during initialize, after the server/discover probe")
+                raise DiedOnProbe(self.namespace, message + "; restarting it for the handshake only") from exc
+            raise UpstreamUnavailable(self.namespace, self._exited("during initialize")) from exc
         except RequestTimeout as exc:
             raise UpstreamTimeout(self.namespace, "did not answer initialize") from exc
         try:
@@ -435,4 +540,10 @@ class UpstreamConnector:
 
     def _log_stderr(self, line: str) -> None:
         if line:
+            self._stderr_tail.append(line)
             self._log.info("upstream_stderr", line=line)
+
+    def _exited(self, phase: str) -> str:
+        """'exited <phase>', with the last lines the server wrote to stderr: usually the reason."""
+        tail = " | ".join(self._stderr_tail)
+        return f"exited {phase}" + (f"; its stderr ended with: {tail[-500:]}" if tail else "")

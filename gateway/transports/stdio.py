@@ -73,6 +73,7 @@ async def open_child(
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_pump_stderr, process.stderr, on_stderr_line)
+            tg.start_soon(_end_group_with_leader, process, spec.grace_s)
             try:
                 yield stream, process
             finally:
@@ -98,18 +99,41 @@ async def _pump_stderr(stderr: ByteReceiveStream, on_line: Callable[[str], None]
 
 
 async def _terminate(process: Process, grace_s: float) -> None:
+    """End the child and every process it started (its process group, made by ``start_new_session``),
+    each time: a server that exits on stdin EOF, or crashes, can leave children of its own running.
+    EOF first, then SIGTERM to the group, then SIGKILL, each given ``grace_s``."""
     if process.stdin is not None:
         with suppress(Exception):
             await process.stdin.aclose()
     with anyio.move_on_after(grace_s):
         await process.wait()
-        return
     for sig in (signal.SIGTERM, signal.SIGKILL):
+        if process.returncode is not None and not _group_alive(process.pid):
+            return
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, sig)
         with anyio.move_on_after(grace_s):
             await process.wait()
+            while _group_alive(process.pid):  # noqa: ASYNC110 - members are not our children: no event to await
+                await anyio.sleep(0.02)
             return
+
+
+async def _end_group_with_leader(process: Process, grace_s: float) -> None:
+    """Once the server itself has exited, what it started goes too: its children would otherwise run on,
+    and hold its stdout open, so that the end of the stream (how its exit is noticed) would never come."""
+    await process.wait()
+    await _terminate(process, grace_s)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class _FdReceiveStream(ByteReceiveStream):

@@ -117,9 +117,9 @@ async def test_serve_exits_cleanly_on_sigterm_and_leaves_no_orphans(tmp_path: Pa
             await process.stdin.send(json.dumps(message).encode() + b"\n")
         received = b""
         with anyio.fail_after(20):
-            while received.count(b"\n") < 2:
+            while b'"id":2' not in received:
                 received += await process.stdout.receive()
-        answer = json.loads(received.splitlines()[1])
+        answer = next(m for m in map(json.loads, received.splitlines()) if m.get("id") == 2)
         pid = int(answer["result"]["messages"][0]["content"]["text"])
         process.send_signal(signal.SIGTERM)
         with anyio.fail_after(20):

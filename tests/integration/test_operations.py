@@ -27,7 +27,11 @@ async def test_health_readiness_and_metrics(tmp_path: Path) -> None:
         server=HTTP,
     )
     async with running_gateway(config) as gw, httpx.AsyncClient() as http:
-        assert (await http.get(f"{gw.url}/healthz")).json() == {"status": "ok"}
+        assert (await http.get(f"{gw.url}/healthz")).json() == {"status": "ok"}  # at once, whatever upstreams do
+        states: dict[str, str] = {}
+        while states != {"writing": "ready", "broken": "backing-off"}:
+            event = await gw.wait_for_event("upstream_state")
+            states[event["upstream"]] = event["state"]
         ready = await http.get(f"{gw.url}/readyz")
         assert ready.status_code == 200
         assert ready.json() == {"ready": True, "upstreams": {"writing": "ready", "broken": "backing-off"}}

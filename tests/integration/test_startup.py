@@ -1,0 +1,166 @@
+"""Start-up serves at once, whatever the upstreams do: an upstream that never answers delays neither the
+HTTP port nor a stdio client's initialize beyond ``startup_wait_s``; the first listing names it as
+unavailable, and a taken port is one line and exit 2, before any upstream is started."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+
+from tests.integration.helpers import (
+    ROOT,
+    demo_upstream,
+    gateway_command,
+    gateway_params,
+    process_gone,
+    running_gateway,
+    write_config,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def silent(namespace: str = "silent") -> dict[str, Any]:
+    """A server that reads its input and never answers anything: its first attempt lasts timeout_s."""
+    return {
+        "namespace": namespace,
+        "command": sys.executable,
+        "args": ["-c", "import sys\nfor _ in sys.stdin: pass"],
+        "timeout_s": 120,
+    }
+
+
+async def test_http_is_up_at_once_and_a_first_listing_waits_only_startup_wait_s(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml",
+        [demo_upstream("writing", "writing"), silent()],
+        server={"transport": "http", "port": 0},
+        gateway={"startup_wait_s": 0.5},
+    )
+    # running_gateway gives up after 30 s without the port: it used to open after the 120 s first attempt
+    async with running_gateway(config) as gateway, httpx.AsyncClient(base_url=gateway.url, timeout=20) as http:
+        assert (await http.get("/healthz")).status_code == 200
+        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+            listing = await client.list_prompts()
+        assert any(p.name == "writing__summarize" for p in listing.prompts)
+        assert listing.meta == {"prompt-gateway/unavailable": ["silent"]}
+        ready = (await http.get("/readyz")).json()
+        assert ready["upstreams"] == {"writing": "ready", "silent": "starting"}
+
+
+async def test_a_stdio_client_is_answered_without_waiting_for_a_silent_upstream(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml", [demo_upstream("writing", "writing"), silent()], gateway={"startup_wait_s": 0.5}
+    )
+    with anyio.fail_after(30):  # initialize used to wait out the silent upstream's 120 s
+        async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+            names = [p.name for p in (await client.list_prompts()).prompts]
+    assert "writing__summarize" in names
+
+
+def test_a_taken_port_is_one_line_and_exit_2_before_any_upstream_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        marker = tmp_path / "started"
+        upstream = {
+            "namespace": "marks",
+            "command": sys.executable,
+            "args": ["-c", f"open({str(marker)!r}, 'w').close()"],
+        }
+        config = write_config(tmp_path / "c.toml", [upstream], server={"transport": "http", "port": port})
+        result = subprocess.run(
+            gateway_command(config, "serve"), cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+        )
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"prompt-gateway: cannot listen on 127.0.0.1:{port}: Address already in use"
+    assert not marker.exists()
+
+
+def old_server(namespace: str, tmp_path: Path, **env: str) -> dict[str, Any]:
+    return {
+        "namespace": namespace,
+        "command": sys.executable,
+        "args": ["-m", "tests.servers.old"],
+        "cwd": str(ROOT),
+        "env": {"OLD_COUNT_STARTS": str(tmp_path / f"{namespace}.starts"), **env},
+    }
+
+
+@pytest.mark.parametrize("how", ["silent", "after-error"])
+async def test_a_server_that_dies_on_the_probe_is_restarted_once_for_the_handshake(tmp_path: Path, how: str) -> None:
+    """Python SDK servers up to mcp 1.8.1 exit on server/discover; `auto` (what `import` writes) used to
+    crash-loop on them for good."""
+    config = write_config(
+        tmp_path / "c.toml",
+        [old_server("old", tmp_path, OLD_DIES_ON_UNKNOWN=how)],
+        server={"transport": "http", "port": 0},
+    )
+    async with running_gateway(config) as gateway:
+        died = await gateway.wait_for_event("upstream_died_on_probe")
+        assert "server/discover probe" in died["error"]
+        assert "ValidationError" in died["error"]  # the server's own last words name the real reason
+        ready = await gateway.wait_for_event("upstream_state")
+        while ready["state"] != "ready":
+            ready = await gateway.wait_for_event("upstream_state")
+        assert ready["protocol_version"] == "2024-11-05"
+        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+            assert [p.name for p in (await client.list_prompts()).prompts] == ["old__haiku"]
+    assert (tmp_path / "old.starts").read_text().count("start") == 2
+
+
+async def test_a_crash_loop_backs_off_counts_every_restart_and_gives_up(tmp_path: Path) -> None:
+    """An upstream dying right after initialize used to reset its backoff each time it came up: it never
+    reached max_restarts and restarted for ever, sending a list_changed each time."""
+    spawner = {
+        "namespace": "crashy",
+        "command": sys.executable,
+        "args": ["-m", "tests.servers.spawner"],
+        "cwd": str(ROOT),
+        "protocol": "legacy",
+        "env": {"SPAWNER_PIDS": str(tmp_path / "pids"), "SPAWNER_EXIT_AFTER": "1"},  # right after initialize
+    }
+    config = write_config(
+        tmp_path / "c.toml",
+        [spawner],
+        server={"transport": "http", "port": 0},
+        gateway={"max_restarts": 3, "restart_initial_s": 0.05, "restart_max_s": 0.2, "restart_reset_after_s": 60},
+    )
+    async with running_gateway(config) as gateway:
+        states = []
+        with anyio.fail_after(60):
+            while "failed" not in states:
+                states.append((await gateway.wait_for_event("upstream_state"))["state"])
+        assert states.count("starting") == 3  # three restarts after the first start, then it gives up
+        pids = [int(line) for line in (tmp_path / "pids").read_text().split()]
+        assert len(pids) == 4
+        with anyio.fail_after(20):
+            while not all(process_gone(pid) for pid in pids):  # each crash's child went with its group
+                await anyio.sleep(0.05)
+
+
+async def test_an_upstreams_own_children_end_with_it_when_the_gateway_stops(tmp_path: Path) -> None:
+    spawner = {
+        "namespace": "spawns",
+        "command": sys.executable,
+        "args": ["-m", "tests.servers.spawner"],
+        "cwd": str(ROOT),
+        "protocol": "legacy",
+        "env": {"SPAWNER_PIDS": str(tmp_path / "pids")},
+    }
+    config = write_config(tmp_path / "c.toml", [spawner])
+    async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+        assert [p.name for p in (await client.list_prompts()).prompts] == ["spawns__haiku"]
+    pid = int((tmp_path / "pids").read_text())
+    with anyio.fail_after(20):  # the server exits on EOF; the child it started used to run on
+        while not process_gone(pid):
+            await anyio.sleep(0.05)
