@@ -29,7 +29,12 @@ log = structlog.get_logger("gateway.cli")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="prompt-gateway", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="prompt-gateway",
+        description="Serve the prompts of many MCP servers through one endpoint, with namespacing, one "
+        "cursor over all of them, and allow/deny policy.",
+        epilog="Run 'prompt-gateway COMMAND --help' for a command's options. Configuration: see README.md.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     importer = commands.add_parser(
@@ -47,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     importer.add_argument("file", help="the client's JSON config")
     importer.add_argument("--output", "-o", help="write here instead of stdout (refuses to overwrite)")
+    importer.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     for name, text in (
         ("serve", "serve the unified prompt list to MCP clients"),
         ("check", "validate the config, start every upstream, print their state, exit non-zero on failure"),
@@ -130,6 +136,9 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 
 async def _check(config: Config) -> int:
+    if not config.upstreams:
+        print("prompt-gateway: the config has no [[upstreams]]: there is nothing to serve", file=sys.stderr)
+        return EXIT_UPSTREAM_FAILED
     async with run_gateway(config, settle=True) as gateway:
         counts = await gateway.catalog.prompt_counts()
         visible = await gateway.catalog.all_prompts()
@@ -186,8 +195,14 @@ def _import(args: argparse.Namespace) -> int:
                 target.write(output)
         else:
             sys.stdout.write(output)
-    except (ConfigError, OSError) as exc:
-        print(f"prompt-gateway: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
+    except ConfigError as exc:
+        print(f"prompt-gateway: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
+    except FileExistsError:
+        print(f"prompt-gateway: {args.output} exists already; choose another file or remove it", file=sys.stderr)
+        return EXIT_CONFIG
+    except OSError as exc:
+        print(f"prompt-gateway: cannot use {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_CONFIG
     return EXIT_OK
 
@@ -200,9 +215,9 @@ def _event_loop_options() -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    configure_logging(args.log_level)
     if args.command == "import":
         return _import(args)
-    configure_logging(args.log_level)
     try:
         config = load_config(args.config)
     except ConfigError as exc:

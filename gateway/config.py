@@ -34,6 +34,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 NAMESPACE_PATTERN = r"^[A-Za-z0-9_-]+$"
+_SECRET_PATH = re.compile(r"(^|\.)(token|cursor_secrets?|headers|env)(\[|\.|$)")
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -248,7 +249,11 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str] | None = No
             if error["type"] == "extra_forbidden":
                 message = "unknown key"
             elif error["type"] == "union_tag_invalid":
-                message = f"transport must be one of {error['ctx']['expected_tags']}"
+                message = f"transport {error['ctx']['tag']!r} is not one of {error['ctx']['expected_tags']}"
+            elif error["type"] == "string_pattern_mismatch" and where.endswith("namespace"):
+                message = f"{error['input']!r} is not a valid namespace: use letters, digits, '_' and '-' only"
+            elif isinstance(error.get("input"), (str, int, float)) and not _SECRET_PATH.search(where):
+                message = f"{message} (got {error['input']!r})"  # secrets are never echoed
             problems.append(f"{where}: {message}" if where else message)
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from exc
 

@@ -81,7 +81,38 @@ def test_config_errors_exit_2_naming_the_key(tmp_path: Path) -> None:
     bad = write_config(tmp_path / "bad.toml", [{"namespace": "x y", "command": "python3"}])
     result = run(*gateway_command(bad, "check"))
     assert result.returncode == 2
-    assert "upstreams[0].namespace: String should match pattern" in result.stderr
+    assert "upstreams[0].namespace: 'x y' is not a valid namespace" in result.stderr
+    bad.write_text(
+        '[gateway]\npage_size = 0\ncursor_secret = "short-secret"\n'
+        '[[upstreams]]\nnamespace = "c"\ntransport = "ftp"\nurl = "x"\n'
+    )
+    result = run(*gateway_command(bad, "check"))
+    assert result.returncode == 2
+    assert "upstreams[0]: transport 'ftp' is not one of" in result.stderr
+    assert "gateway.page_size: Input should be greater than or equal to 1 (got 0)" in result.stderr
+    assert "short-secret" not in result.stderr  # a secret is never echoed
+
+
+def test_newcomer_rough_edges(tmp_path: Path) -> None:
+    help_text = run(*gateway_command(EXAMPLE)[:3], "--help").stdout
+    assert "Serve the prompts of many MCP servers" in help_text
+    assert "Thin:" not in help_text  # the module's docstring is for developers
+    empty = tmp_path / "none.toml"
+    empty.write_text("[gateway]\npage_size = 5\n")
+    result = run(*gateway_command(empty, "check"))
+    assert (result.returncode, result.stderr.strip()) == (
+        1,
+        "prompt-gateway: the config has no [[upstreams]]: there is nothing to serve",
+    )
+    source = ROOT / "examples" / "claude_desktop_config.json"
+    taken = tmp_path / "taken.toml"
+    taken.write_text("")
+    command = gateway_command(EXAMPLE)[:3]
+    result = run(*command, "import", "--log-level", "info", str(source), "-o", str(taken))
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        f"prompt-gateway: {taken} exists already; choose another file or remove it",
+    )
 
 
 def test_upstream_stderr_is_logged_as_structured_events(tmp_path: Path) -> None:
