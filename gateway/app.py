@@ -21,23 +21,27 @@ import uvicorn
 from anyio.abc import TaskGroup
 
 from gateway.catalog import Catalog, Mount
+from gateway.client_requests import ClientRequestRelay
 from gateway.coalesced_http import CoalescingHttpToolsProtocol
 from gateway.config import Config, HttpUpstream, ServerSettings, StdioUpstream
 from gateway.connection_guard import ConnectionBounds, guarded
 from gateway.cursor import CursorCodec
 from gateway.debounce import ListChangedDebouncer
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, GatewayError
 from gateway.frontend import ClientSession, Hub, PromptService
 from gateway.http_server import HttpFrontend, Push
 from gateway.metrics import Metrics
 from gateway.policy import Rules
 from gateway.progress import ProgressRelay
 from gateway.protocol.jsonrpc import Notification, Request, encode
-from gateway.rpc import Notify, PeerClosed, RpcPeer
+from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.transports.base import MessageStream
 from gateway.upstream import Backoff, UpstreamConnector
 
 log = structlog.get_logger("gateway.app")
+
+CLIENT_REQUEST_TIMEOUT_S = 600.0
+"""How long a client may take to answer a request relayed from an upstream (a person may be answering)."""
 
 
 def _rules(allow: tuple[str, ...], deny: tuple[str, ...], separator: str) -> Rules:
@@ -57,6 +61,7 @@ class Gateway:
         self.hub = Hub()
         self._tg = task_group
         self._progress = ProgressRelay()
+        self._client_requests = ClientRequestRelay()
         self.metrics = Metrics()
         self._debouncer = ListChangedDebouncer(config.gateway.list_changed_debounce_s, self.hub, self.metrics)
         self._running: dict[str, _Running] = {}
@@ -146,6 +151,7 @@ class Gateway:
             max_in_flight=gateway.max_requests_per_upstream,
             on_progress=self._progress.deliver,
             stable_after_s=gateway.restart_reset_after_s,
+            on_client_request=self._client_requests.forward,
         )
         scope = await self._tg.start(_run_in_scope, connector)
         self._running[settings.namespace] = _Running(settings, connector, scope)
@@ -180,6 +186,7 @@ class Gateway:
             page_size=settings.page_size,
             on_upstream_error=settings.on_upstream_error,
             progress=self._progress,
+            client_requests=self._client_requests,
             ttl_ms=round(settings.list_ttl_s * 1000),
         )
 
@@ -237,6 +244,21 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
         due.set()
 
     session = ClientSession(gateway.service, on_list_changed=list_changed)
+    peer: RpcPeer | None = None
+
+    async def ask_client(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        assert peer is not None  # noqa: S101 - set before any request is read
+        try:
+            return await peer.request(method, params, timeout=CLIENT_REQUEST_TIMEOUT_S)
+        except RemoteError as exc:  # the client's own refusal goes back to the upstream as it was
+            refusal = GatewayError(str(exc.error.get("message")), data=exc.error.get("data"))
+            code = exc.error.get("code")
+            refusal.code = code if isinstance(code, int) and not isinstance(code, bool) else refusal.code
+            raise refusal from exc
+        except (PeerClosed, RequestTimeout) as exc:
+            raise GatewayError(f"the client did not answer {method}") from exc
+
+    session.ask_client = ask_client
     peer = RpcPeer(
         stream,
         on_request=session.handle_request,

@@ -27,6 +27,7 @@ import anyio
 import structlog
 from pydantic import BaseModel, ValidationError
 
+from gateway.client_requests import Ask, ClientRequestRelay
 from gateway.cursor import START, CursorCodec, CursorTooLarge, ListingPosition, PagePosition
 from gateway.errors import (
     GatewayError,
@@ -175,6 +176,7 @@ class Catalog:
         page_size: int | None = None,
         on_upstream_error: Literal["skip", "fail"] = "skip",
         progress: ProgressRelay | None = None,
+        client_requests: ClientRequestRelay | None = None,
         ttl_ms: int = 60_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -185,6 +187,7 @@ class Catalog:
         self._page_size = page_size
         self._on_upstream_error = on_upstream_error
         self._progress = progress or ProgressRelay()
+        self._client_requests = client_requests or ClientRequestRelay()
         self.ttl_ms = ttl_ms  # how long a listing stays fresh when every upstream announces its changes
         self._clock = clock
         self._states = [_MountState() for _ in self.mounts]
@@ -462,13 +465,17 @@ class Catalog:
         viewer: Rules | None = None,
         notify: Notify | None = None,
         input_required: bool = False,
+        ask: Ask | None = None,
     ) -> dict[str, Any]:
         """``input_required``: whether the client can answer a multi round-trip request (2026-07-28);
         an upstream's InputRequiredResult then passes through untouched, else it is a clear error."""
         request = parse_params(GetPromptParams, params)
         mount, local, entry = await self._resolve(request.name, viewer)
         _check_required_arguments(request.name, entry, request.arguments or {})
-        with self._progress.route({**(params or {}), "name": local}, notify, upstream=mount.namespace) as forwarded:
+        with (
+            self._progress.route({**(params or {}), "name": local}, notify, upstream=mount.namespace) as forwarded,
+            self._client_requests.route(mount.namespace, ask),
+        ):
             raw = await mount.source.request("prompts/get", forwarded)
         if _check_result_type(mount, raw, "prompts/get", input_required=True) == "input_required":
             if not input_required:
@@ -483,7 +490,12 @@ class Catalog:
         return raw
 
     async def complete(
-        self, params: dict[str, Any] | None, *, viewer: Rules | None = None, notify: Notify | None = None
+        self,
+        params: dict[str, Any] | None,
+        *,
+        viewer: Rules | None = None,
+        notify: Notify | None = None,
+        ask: Ask | None = None,
     ) -> dict[str, Any]:
         request = parse_params(CompleteParams, params)
         if not isinstance(request.ref, PromptRef):
@@ -493,9 +505,14 @@ class Catalog:
         if not mount.source.completes:
             return empty
         try:
-            with self._progress.route(
-                {**(params or {}), "ref": {**(params or {})["ref"], "name": local}}, notify, upstream=mount.namespace
-            ) as fwd:
+            with (
+                self._progress.route(
+                    {**(params or {}), "ref": {**(params or {})["ref"], "name": local}},
+                    notify,
+                    upstream=mount.namespace,
+                ) as fwd,
+                self._client_requests.route(mount.namespace, ask),
+            ):
                 raw = await mount.source.request("completion/complete", fwd)
         except UpstreamRejected as exc:
             if exc.code == -32601:  # a 2024-11-05 server without completion support

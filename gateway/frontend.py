@@ -27,6 +27,7 @@ import structlog
 
 from gateway import __version__
 from gateway.catalog import Catalog
+from gateway.client_requests import Ask, asking
 from gateway.errors import InvalidParams, InvalidRequest, MethodNotFound
 from gateway.metrics import Metrics
 from gateway.policy import Rules
@@ -166,6 +167,7 @@ class PromptService:
         notify: Notify,
         completions: bool,
         modern: bool,
+        ask: Ask | None = None,
     ) -> dict[str, Any]:
         """The result of a method both eras share, in the newest shape (``for_client`` adapts it)."""
         await self.warm_up()
@@ -180,10 +182,10 @@ class PromptService:
         if method == "prompts/list":
             return await catalog.list_prompts(params, viewer=viewer)
         if method == "prompts/get":
-            return await catalog.get_prompt(params, viewer=viewer, notify=notify, input_required=modern)
+            return await catalog.get_prompt(params, viewer=viewer, notify=notify, input_required=modern, ask=ask)
         if not completions:
             raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
-        return await catalog.complete(params, viewer=viewer, notify=notify)
+        return await catalog.complete(params, viewer=viewer, notify=notify, ask=ask)
 
     async def warm_up(self) -> None:
         """Until upstreams still in their first attempt have settled, for a short bounded time at start."""
@@ -229,6 +231,9 @@ class ClientSession:
         self.state: SessionState = "new"
         self.protocol_version: str | None = None
         self.client_info: dict[str, Any] = {}
+        self.ask_client: Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None = None
+        """How to send this client a request (set by a transport that can: stdio)."""
+        self._ask: Ask | None = None
         self._on_list_changed = on_list_changed
         self._on_close = on_close
         self.log = structlog.get_logger("gateway.session").bind(session=session_id)
@@ -256,7 +261,13 @@ class ClientSession:
             return {**result, "capabilities": self._service.capabilities(completions=self._completions)}
         assert self.protocol_version is not None  # noqa: S101 - _ALLOWED admits these only after initialize
         result = await self._service.serve(
-            method, request.params, viewer=self._viewer, notify=notify, completions=self._completions, modern=False
+            method,
+            request.params,
+            viewer=self._viewer,
+            notify=notify,
+            completions=self._completions,
+            modern=False,
+            ask=self._ask,
         )
         return for_client(method, result, self.protocol_version, SERVER_INFO)
 
@@ -264,6 +275,9 @@ class ClientSession:
         self.protocol_version = negotiate(params.get("protocolVersion"))
         info = params.get("clientInfo")
         self.client_info = info if isinstance(info, dict) else {}
+        capabilities = params.get("capabilities")
+        if self.ask_client is not None:
+            self._ask = asking(self.ask_client, capabilities if isinstance(capabilities, dict) else {})
         self.state = "initializing"
         self._completions = self._service.offers_completions()
         self.log = self.log.bind(client=self.client_info.get("name"), protocol_version=self.protocol_version)

@@ -30,6 +30,7 @@ import structlog
 from pydantic import ValidationError
 
 from gateway import __version__
+from gateway.client_requests import ADVERTISED_TO_UPSTREAMS, RELAYED
 from gateway.config import HttpUpstream, StdioUpstream
 from gateway.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
@@ -166,12 +167,14 @@ class UpstreamConnector:
         max_in_flight: int = 256,
         on_progress: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None,
         stable_after_s: float = 10.0,
+        on_client_request: Callable[[str, str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.settings = settings
         self.namespace = settings.namespace
         self._on_change = on_change
         self._max_message_bytes = max_message_bytes
         self._backoff = backoff or Backoff()
+        self._on_client_request = on_client_request
         self._stable_after_s = stable_after_s  # up this long: a later drop starts the backoff afresh
         self._ready_since: float | None = None
         self._handshake_only = False  # set once the server died on the probe
@@ -484,7 +487,11 @@ class UpstreamConnector:
 
     async def _handshake(self, peer: RpcPeer, *, probed: bool) -> None:
         """``probed``: the probe went first on this connection, and a server that dies now died of it."""
-        params = {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO}
+        params = {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": ADVERTISED_TO_UPSTREAMS,
+            "clientInfo": CLIENT_INFO,
+        }
         try:
             raw = await peer.request("initialize", params, timeout=self.settings.timeout_s)
         except UnusableAnswer as exc:
@@ -520,6 +527,8 @@ class UpstreamConnector:
     async def _on_server_request(self, request: Request, notify: Notify) -> dict[str, Any]:
         if request.method == "ping":
             return {}
+        if request.method in RELAYED and self._on_client_request is not None:
+            return await self._on_client_request(self.namespace, request.method, request.params)
         raise MethodNotFound(f"Method not found: {request.method}")
 
     async def _on_server_notification(self, notification: Notification) -> None:

@@ -1,0 +1,76 @@
+"""Requests an upstream sends the client while rendering a prompt (``elicitation/create``,
+``sampling/createMessage``, ``roots/list``), relayed to the one client whose request caused them.
+
+An upstream connection is shared by every client, and a handshake-era server does not say which of the
+requests in flight an ``elicitation/create`` belongs to. The gateway relays it only where it knows for
+certain: exactly one client request is in flight to that upstream, from a client that can be asked
+(stdio) and that declared the capability. Otherwise the upstream gets an error that says why, which
+fails only the prompt that asked. Ids are the client connection's own (its peer numbers the request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from gateway.errors import InvalidRequest, MethodNotFound
+
+Ask = Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]]]
+"""Send a request to the client that made the request being served, and wait for its result."""
+
+CAPABILITY_FOR = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+RELAYED = frozenset(CAPABILITY_FOR)
+ADVERTISED_TO_UPSTREAMS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
+"""What the gateway tells upstreams it can do as a client: these three, relayed as above (roots without
+``listChanged``: a client's roots changes are not relayed)."""
+
+
+def asking(
+    send: Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]]], capabilities: Mapping[str, Any]
+) -> Ask:
+    """An ``Ask`` for a client with ``capabilities`` (from its initialize) that ``send`` reaches."""
+
+    async def ask(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        needed = CAPABILITY_FOR.get(method)
+        if needed is None:
+            raise MethodNotFound(f"Method not found: {method}")
+        if not isinstance(capabilities.get(needed), dict):
+            raise MethodNotFound(f"Method not found: {method} (the client did not declare the {needed} capability)")
+        return await send(method, params)
+
+    return ask
+
+
+class ClientRequestRelay:
+    """Which clients' requests are in flight to each upstream, and whether each can be asked."""
+
+    def __init__(self) -> None:
+        self._in_flight: dict[str, list[Ask | None]] = {}
+
+    @contextmanager
+    def route(self, upstream: str, ask: Ask | None) -> Iterator[None]:
+        """While a client's request is with ``upstream`` (``ask`` None: a client that cannot be asked)."""
+        entries = self._in_flight.setdefault(upstream, [])
+        entries.append(ask)
+        try:
+            yield
+        finally:
+            entries.remove(ask)
+            if not entries:
+                del self._in_flight[upstream]
+
+    async def forward(self, upstream: str, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """The result of relaying ``upstream``'s request to the client it is for, or a clear refusal."""
+        entries = self._in_flight.get(upstream, [])
+        if not entries:
+            raise InvalidRequest(f"Invalid Request: {method} outside any client request: there is no client to ask")
+        if len(entries) > 1:
+            raise InvalidRequest(
+                f"Invalid Request: {len(entries)} client requests are in flight to this server, so the gateway "
+                f"cannot tell which client {method} is for"
+            )
+        ask = entries[0]
+        if ask is None:
+            raise MethodNotFound(f"Method not found: {method} (this client's transport cannot be asked; stdio can)")
+        return await ask(method, params)
