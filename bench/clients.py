@@ -325,7 +325,10 @@ async def wrk_load(
     }
     for _ in range(20):  # warm-up, as ``load`` does
         await client.request("prompts/get", params)
-    command = ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s", "--timeout", "60s", "-s", str(WRK_SCRIPT), url]
+    # A request unanswered within the timeout is a failure: with a timeout past the run's length, a server
+    # that hangs read "0 req/s, 0 failed"
+    timeout = f"{max(1, min(5, int(seconds / 2)))}s"
+    command = ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s", "--timeout", timeout, "-s", str(WRK_SCRIPT), url]
     cpu_before = cpu_snapshot(cpu_of)
     finished = await anyio.run_process(command, env=env)
     summary = json.loads(finished.stdout.decode().strip().splitlines()[-1])
@@ -337,7 +340,8 @@ async def wrk_load(
         "p50_ms": summary["p50_us"] / 1000,
         "p99_ms": summary["p99_us"] / 1000,
         "rps": (summary["requests"] - summary["failed"]) / (summary["duration_us"] / 1e6),
-        "failed": summary["failed"],
+        # nothing answered at all: every connection's request is a failure (wrk counts none it never saw end)
+        "failed": summary["failed"] if summary["requests"] else max(summary["failed"], concurrency),
     }
     if cpu_of:
         measured["cpu_us_per_request"] = cpu_per_request(cpu_of, cpu_before, done)

@@ -1,7 +1,8 @@
 """The benchmark upstream: an official-SDK prompt server, as real servers are built.
 
 Environment: PROMPTS (count, default 20), PAGE (page size, 0 = one page), DELAY_MS (added to each
-prompts/list), SERVE (``stdio`` or ``http``; http prints its port first). Prompts: ``p00000``...,
+prompts/list), SERVE (``stdio`` or ``http``; http prints its port first), ANNOUNCE (0: no
+``listChanged`` capability, so the gateway caches none of its pages). Prompts: ``p00000``...,
 plus ``touch`` (announces list_changed) and ``calls`` (how many prompts/list it has answered).
 """
 
@@ -69,7 +70,7 @@ bus = InMemorySubscriptionBus()
 server = Server(
     "bench-upstream", on_list_prompts=list_prompts, on_get_prompt=get_prompt, on_subscriptions_listen=ListenHandler(bus)
 )
-OPTIONS = NotificationOptions(prompts_changed=True)
+OPTIONS = NotificationOptions(prompts_changed=os.environ.get("ANNOUNCE", "1") == "1")
 
 
 async def serve_stdio() -> None:

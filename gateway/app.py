@@ -146,6 +146,7 @@ class Gateway:
         connector = UpstreamConnector(
             settings,
             on_change=self._changed,
+            on_stale=self._stale,
             max_message_bytes=gateway.max_message_bytes,
             backoff=Backoff(gateway.restart_initial_s, gateway.restart_max_s, gateway.max_restarts),
             max_in_flight=gateway.max_requests_per_upstream,
@@ -156,6 +157,9 @@ class Gateway:
         scope = await self._tg.start(_run_in_scope, connector)
         self._running[settings.namespace] = _Running(settings, connector, scope)
         return connector
+
+    def _stale(self, namespace: str) -> None:
+        self.catalog.invalidate(namespace)
 
     def _changed(self, namespace: str) -> None:
         self.catalog.invalidate(namespace)

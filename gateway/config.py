@@ -116,7 +116,7 @@ class ServerSettings(_Section):
     max_sessions_per_identity: int | None = Field(None, ge=1)
     session_idle_timeout_s: float = Field(3600, gt=0)
     max_connections: int = Field(1000, ge=1)
-    max_connections_per_client: int = Field(100, ge=1)
+    max_connections_per_client: int = Field(250, ge=1)
     max_header_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
     header_timeout_s: float = Field(10.0, gt=0, le=3600)
     body_timeout_s: float = Field(30.0, gt=0, le=3600)

@@ -162,6 +162,7 @@ class UpstreamConnector:
         settings: StdioUpstream | HttpUpstream,
         *,
         on_change: Callable[[str], None],
+        on_stale: Callable[[str], None] | None = None,
         max_message_bytes: int,
         backoff: Backoff | None = None,
         max_in_flight: int = 256,
@@ -172,6 +173,8 @@ class UpstreamConnector:
         self.settings = settings
         self.namespace = settings.namespace
         self._on_change = on_change
+        self._on_stale = on_stale or on_change  # cached pages may be stale, but nothing changed for clients
+        self._acknowledged = False  # a listen stream was acknowledged on this connection
         self._max_message_bytes = max_message_bytes
         self._backoff = backoff or Backoff()
         self._on_client_request = on_client_request
@@ -349,6 +352,7 @@ class UpstreamConnector:
                         "ready", server=self.server_info.get("name"), protocol_version=self.protocol_version, **details
                     )
                     self._ready_since = anyio.current_time()
+                    self._acknowledged = False
                     if self.modern and self.declares_list_changed:
                         tg.start_soon(self._listen, peer)
                     await peer.wait_closed()
@@ -538,7 +542,10 @@ class UpstreamConnector:
         elif notification.method == "notifications/subscriptions/acknowledged":
             honoured = (notification.params or {}).get("notifications")
             self._listening = isinstance(honoured, dict) and honoured.get("promptsListChanged") is True
-            self._on_change(self.namespace)  # anything cached before the stream was up may be stale
+            # anything cached before the stream was up may be stale; the first stream of a connection
+            # follows its readiness, which was announced already (a second announcement is only noise)
+            (self._on_change if self._acknowledged else self._on_stale)(self.namespace)
+            self._acknowledged = True
         elif notification.method == "notifications/cancelled" and self._listen_scope is not None:
             self._listen_scope.cancel()  # on stdio a server ends a listen stream this way, and only a listen
         elif notification.method == "notifications/progress" and self._on_progress is not None:
