@@ -556,12 +556,12 @@ class HttpFrontend:
             return _plain(400, "Bad Request: this is a legacy HTTP+SSE session")
         if not _accepts(request, "text/event-stream"):
             return _plain(406, "Not Acceptable: the client must accept text/event-stream")
-        if session.streams:
-            return _plain(409, "Conflict: this session already has an open stream")
         last = _headers(request).get("last-event-id")
         after = _decimal(last)
         if last is not None and after is None:
             return _plain(400, "Bad Request: Last-Event-ID must be an event id this server sent (ASCII digits)")
+        if session.streams:
+            return _plain(409, "Conflict: this session already has an open stream")
         return self._stream(session, self._events(session, after), counted=True)
 
     async def _events(self, session: HttpSession, after: int | None) -> AsyncGenerator[bytes]:
