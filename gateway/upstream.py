@@ -408,12 +408,12 @@ class UpstreamConnector:
         _set_version(stream, None)
         try:
             await self._handshake(peer, probed=True)
-        except _ModernOnly as exc:
+        except _ModernOnly:
             await probe.settled.wait()  # the probe has the rest of timeout_s
             discovered = probe.result()
-            if discovered is None:
-                message = exc.error.get("message")
-                raise HandshakeFailed(f"refused initialize ({message}) and did not answer server/discover") from exc
+            if discovered is None:  # it said it is modern: a server too busy starting to answer in time
+                _set_version(stream, LATEST_MODERN_VERSION)
+                discovered = await self._discover(peer, required=True)  # asked again, on the same connection
             return discovered
         return None
 

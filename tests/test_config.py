@@ -56,7 +56,10 @@ deny = ["docs__secret_*"]
         ({"upstreams": [upstream(namespace="a__b")]}, "upstreams[0].namespace: 'a__b' may not contain"),
         ({"upstreams": [upstream(namespace="a_")]}, "upstreams[0].namespace: 'a_' may not contain or end in part"),
         ({"upstreams": [upstream(comand="x")]}, "upstreams[0].comand: unknown key"),
-        ({"upstreams": [upstream(transport="carrier-pigeon")]}, "upstreams[0]: transport 'carrier-pigeon' is not one of"),
+        (
+            {"upstreams": [upstream(transport="carrier-pigeon")]},
+            "upstreams[0]: transport 'carrier-pigeon' is not one of",
+        ),
         ({"upstreams": [upstream(timeout_s=0)]}, "upstreams[0].timeout_s: Input should be greater than 0"),
         ({"upstreams": [upstream(command="${MISSING}")]}, "upstreams[0].command: environment variable MISSING"),
         ({"gateway": {"page_size": 0}}, "gateway.page_size: Input should be greater than or equal to 1"),

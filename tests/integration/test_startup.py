@@ -164,3 +164,22 @@ async def test_an_upstreams_own_children_end_with_it_when_the_gateway_stops(tmp_
     with anyio.fail_after(20):  # the server exits on EOF; the child it started used to run on
         while not process_gone(pid):
             await anyio.sleep(0.05)
+
+
+async def test_a_modern_server_too_busy_to_answer_the_probe_in_time_is_asked_again(tmp_path: Path) -> None:
+    """Fifty SDK servers starting on two cores answered the probe after its time-out, then refused the
+    handshake that followed: each ended 'failed' for good. Now it is asked again on the same connection."""
+    late = {
+        "namespace": "late",
+        "command": sys.executable,
+        "args": ["-m", "tests.servers.late_modern"],
+        "cwd": str(ROOT),
+        "timeout_s": 2,
+        "env": {"LATE_S": "3"},
+    }
+    config = write_config(tmp_path / "c.toml", [late], server={"transport": "http", "port": 0})
+    async with running_gateway(config) as gateway:
+        state = await gateway.wait_for_event("upstream_state")
+        while state["state"] not in ("ready", "failed"):
+            state = await gateway.wait_for_event("upstream_state")
+        assert (state["state"], state.get("protocol_version")) == ("ready", "2026-07-28"), state
