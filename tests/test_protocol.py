@@ -136,6 +136,6 @@ def test_an_answer_that_cannot_be_relayed_settles_its_request_as_unusable() -> N
 
 @given(st.text(st.characters(exclude_categories=()), max_size=30), st.floats())
 def test_dumps_never_raises_and_always_writes_strict_utf8_json(text: str, number: float) -> None:
-    data = dumps({"t": text, "n": number, text: [number]})
+    data = dumps({"t": text, "n": number, "k": {text: [number]}})
     decoded = json.loads(data.decode("utf-8"), parse_constant=lambda c: pytest.fail(f"{c} written"))
     assert decoded["t"] == text
