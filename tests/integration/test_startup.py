@@ -118,17 +118,22 @@ async def test_a_server_that_dies_on_the_probe_is_restarted_once_for_the_handsha
     assert (tmp_path / "old.starts").read_text().count("start") == 2
 
 
-async def test_a_crash_loop_backs_off_counts_every_restart_and_gives_up(tmp_path: Path) -> None:
-    """An upstream dying right after initialize used to reset its backoff each time it came up: it never
-    reached max_restarts and restarted for ever, sending a list_changed each time."""
-    spawner = {
-        "namespace": "crashy",
+def spawning(namespace: str, tmp_path: Path, **env: str) -> dict[str, Any]:
+    """A server that starts a child of its own, whose pid it records in ``tmp_path / "pids"``."""
+    return {
+        "namespace": namespace,
         "command": sys.executable,
         "args": ["-m", "tests.servers.spawner"],
         "cwd": str(ROOT),
         "protocol": "legacy",
-        "env": {"SPAWNER_PIDS": str(tmp_path / "pids"), "SPAWNER_EXIT_AFTER": "1"},  # right after initialize
+        "env": {"SPAWNER_PIDS": str(tmp_path / "pids"), **env},
     }
+
+
+async def test_a_crash_loop_backs_off_counts_every_restart_and_gives_up(tmp_path: Path) -> None:
+    """An upstream dying right after initialize used to reset its backoff each time it came up: it never
+    reached max_restarts and restarted for ever, sending a list_changed each time."""
+    spawner = spawning("crashy", tmp_path, SPAWNER_EXIT_AFTER="1")  # it dies right after initialize
     config = write_config(
         tmp_path / "c.toml",
         [spawner],
@@ -149,14 +154,7 @@ async def test_a_crash_loop_backs_off_counts_every_restart_and_gives_up(tmp_path
 
 
 async def test_an_upstreams_own_children_end_with_it_when_the_gateway_stops(tmp_path: Path) -> None:
-    spawner = {
-        "namespace": "spawns",
-        "command": sys.executable,
-        "args": ["-m", "tests.servers.spawner"],
-        "cwd": str(ROOT),
-        "protocol": "legacy",
-        "env": {"SPAWNER_PIDS": str(tmp_path / "pids")},
-    }
+    spawner = spawning("spawns", tmp_path)
     config = write_config(tmp_path / "c.toml", [spawner])
     async with Client(gateway_params(config), mode="legacy", cache=None) as client:
         assert [p.name for p in (await client.list_prompts()).prompts] == ["spawns__haiku"]
