@@ -13,11 +13,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol, cast
-from urllib.parse import urlsplit
 
 import anyio
-
-from gateway.transports.http1 import Http1Error, Http1Pool
+import httpx
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
 ENVELOPE = {
@@ -129,40 +127,33 @@ def _json_of(content_type: str | None, body: bytes) -> dict[str, Any]:
 
 
 class _Post:
-    """POSTs on the gateway's own lean HTTP/1.1 client, for every target alike: httpx's pool scans every
-    connection per request, and at 64 connections the client's CPU was taken from the servers it measures
-    on a 2-core machine (the gateway, with two servers to share the cores with, lost the most)."""
+    """POSTs on httpx, for every target alike (wrk makes the HTTP load where it is installed; this is the
+    stand-in where it is not, and costs the shared cores more)."""
 
     def __init__(self, url: str, headers: dict[str, str]) -> None:
-        self._pool = Http1Pool(url, headers=[], connect_timeout_s=60)
-        self._pool.max_idle = 256
-        self._target = urlsplit(url).path or "/"
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+        self._client = httpx.AsyncClient(timeout=60, limits=limits)
+        self._url = url
         self.headers = headers
         self._ids = iter(range(1, 1 << 62))
 
     async def call(self, method: str, params: dict[str, Any] | None, **extra: str) -> tuple[dict[str, Any], str | None]:
         request = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params or {}}
-        headers = [(k.lower().encode(), v.encode()) for k, v in {**self.headers, **extra}.items()]
         try:
-            async with self._pool.post(self._target, headers, json.dumps(request).encode()) as answer:
-                body = b"".join([chunk async for chunk in answer.body])
-                message = _json_of(answer.header(b"content-type"), body)
-                session = answer.header(b"mcp-session-id")
-        except Http1Error as exc:
-            raise RuntimeError(str(exc)) from exc
+            answer = await self._client.post(self._url, content=json.dumps(request), headers={**self.headers, **extra})
+        except httpx.HTTPError as exc:
+            raise RuntimeError(str(exc) or type(exc).__name__) from exc
+        message = _json_of(answer.headers.get("content-type"), answer.content)
         if "error" in message:
             raise RuntimeError(message["error"])
-        return message["result"], session
+        return message["result"], answer.headers.get("mcp-session-id")
 
     async def notify(self, method: str) -> None:
-        headers = [(k.lower().encode(), v.encode()) for k, v in self.headers.items()]
-        body = json.dumps({"jsonrpc": "2.0", "method": method}).encode()
-        async with self._pool.post(self._target, headers, body) as answer:
-            async for _ in answer.body:
-                pass
+        body = json.dumps({"jsonrpc": "2.0", "method": method})
+        await self._client.post(self._url, content=body, headers=self.headers)
 
     async def aclose(self) -> None:
-        await self._pool.aclose()
+        await self._client.aclose()
 
 
 @asynccontextmanager

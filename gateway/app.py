@@ -19,10 +19,10 @@ import anyio
 import structlog
 import uvicorn
 from anyio.abc import TaskGroup
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.catalog import Catalog, Mount
 from gateway.client_requests import ClientRequestRelay
-from gateway.coalesced_http import CoalescingHttpToolsProtocol
 from gateway.config import Config, HttpUpstream, ServerSettings, StdioUpstream
 from gateway.connection_guard import ConnectionBounds, guarded
 from gateway.cursor import CursorCodec
@@ -385,7 +385,7 @@ async def serve_http(
         frontend.app(gateway.metrics.routes(lambda: gateway.connectors)),
         log_config=None, access_log=False, lifespan="off",
         timeout_graceful_shutdown=max(1, round(grace)), server_header=False,
-        http=guarded(CoalescingHttpToolsProtocol, connection_bounds(settings)),  # bounds first; a response in one write
+        http=guarded(HttpToolsProtocol, connection_bounds(settings)),  # uvicorn's llhttp protocol, behind the bounds
         proxy_headers=False,  # nothing here reads the client's address; the middleware cost a layer per request
     )  # fmt: skip
     server = _EmbeddedServer(uv_config)

@@ -149,14 +149,37 @@ class StdioUpstream(_Section):
 
 
 class HttpUpstream(_Section):
+    """A remote upstream. ``proxy`` unset follows the environment (``HTTPS_PROXY``, ``NO_PROXY``...) as
+    curl does; ``"none"`` connects directly. ``ca_file`` trusts a private CA; ``client_cert`` (with
+    ``client_key`` unless the PEM holds both) answers a server that requires a client certificate."""
+
     namespace: str = Field(pattern=NAMESPACE_PATTERN, max_length=64)
     transport: Literal["streamable-http", "sse"]
     prefix: bool = True
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: float = Field(30.0, gt=0, le=3600)
+    connect_timeout_s: float = Field(10.0, gt=0, le=600)
+    read_timeout_s: float | None = Field(None, gt=0, le=86_400)
+    proxy: str | None = Field(None, pattern=r"^(none|https?://.+)$")
+    verify: bool = True
+    ca_file: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
     protocol: Literal["auto", "modern", "legacy"] = "auto"
     policy: PolicyRules = PolicyRules()
+
+    @model_validator(mode="after")
+    def _tls_settings_agree(self) -> HttpUpstream:
+        if not self.verify and self.ca_file is not None:
+            raise ValueError("ca_file is set but verify = false turns certificate checks off: choose one")
+        if self.client_key is not None and self.client_cert is None:
+            raise ValueError("client_key is set without client_cert")
+        for key in ("ca_file", "client_cert", "client_key"):
+            path = getattr(self, key)
+            if path is not None and not Path(path).is_file():
+                raise ValueError(f"{key}: no such file {path!r}")
+        return self
 
 
 def _transport_of(value: Any) -> str:

@@ -25,7 +25,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
-import httpx
 import structlog
 from pydantic import ValidationError
 
@@ -54,6 +53,7 @@ from gateway.protocol.versions import (
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
 from gateway.transports.base import MessageStream
 from gateway.transports.http_client import HttpTransportError, open_legacy_sse, open_streamable_http
+from gateway.transports.http_options import HTTP_ERRORS, HttpOptions
 from gateway.transports.stdio import ChildSpec, open_child
 
 State = Literal["starting", "ready", "backing-off", "failed", "stopped"]
@@ -87,6 +87,20 @@ itself stays pending for the upstream's whole ``timeout_s``: an answer that come
 STDERR_TAIL_LINES = 5
 
 CLIENT_INFO = {"name": "mcp-prompt-gateway", "version": __version__}
+
+
+def _http_options(settings: HttpUpstream) -> HttpOptions:
+    return HttpOptions(
+        timeout_s=settings.timeout_s,
+        headers=settings.headers,
+        connect_timeout_s=settings.connect_timeout_s,
+        read_timeout_s=settings.read_timeout_s,
+        proxy=settings.proxy,
+        verify=settings.verify,
+        ca_file=settings.ca_file,
+        client_cert=settings.client_cert,
+        client_key=settings.client_key,
+    )
 
 
 def _without_credentials(url: str) -> str:
@@ -294,7 +308,7 @@ class UpstreamConnector:
                     self._log.warning("upstream_died_on_probe", error=exc.message)
                     self.restarts += 1
                     continue  # once, at once: the handshake alone from now on
-                except (OSError, UpstreamError, HttpTransportError, httpx.HTTPError) as exc:
+                except (OSError, UpstreamError, HttpTransportError, *HTTP_ERRORS) as exc:
                     reason = str(exc) or type(exc).__name__
                 self.last_error = reason
                 up_for = None if self._ready_since is None else anyio.current_time() - self._ready_since
@@ -323,13 +337,11 @@ class UpstreamConnector:
                 yield stream, {"pid": process.pid}
         elif settings.transport == "streamable-http":
             async with open_streamable_http(
-                settings.url, settings.headers, timeout_s=settings.timeout_s, max_message_bytes=limit
+                settings.url, _http_options(settings), max_message_bytes=limit
             ) as http_stream:
                 yield http_stream, {"url": _without_credentials(settings.url)}
         else:
-            async with open_legacy_sse(
-                settings.url, settings.headers, timeout_s=settings.timeout_s, max_message_bytes=limit
-            ) as sse_stream:
+            async with open_legacy_sse(settings.url, _http_options(settings), max_message_bytes=limit) as sse_stream:
                 yield sse_stream, {"url": _without_credentials(settings.url)}
 
     async def _connect_and_serve(self) -> None:

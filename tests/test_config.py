@@ -12,6 +12,10 @@ def upstream(**overrides: object) -> dict[str, object]:
     return {"namespace": "docs", "command": "python3", **overrides}
 
 
+def remote(**extra: object) -> dict[str, object]:
+    return {"namespace": "r", "transport": "streamable-http", "url": "https://mcp.example/mcp", **extra}
+
+
 def test_example_config_is_valid() -> None:
     config = load_config(ROOT / "config.example.toml")
     assert [u.namespace for u in config.upstreams] == ["writing", "eng"]
@@ -74,12 +78,31 @@ deny = ["docs__secret_*"]
         ),
         ({"gateway": {"namespace_separator": ""}}, "gateway.namespace_separator"),
         ({"policy": {"alow": ["*"]}}, "policy.alow: unknown key"),
+        ({"upstreams": [remote(proxy="socks://p:1")]}, "upstreams[0].proxy: String should match pattern"),
+        (
+            {"upstreams": [remote(verify=False, ca_file=__file__)]},
+            "upstreams[0]: ca_file is set but verify = false turns certificate checks off",
+        ),
+        ({"upstreams": [remote(client_key=__file__)]}, "upstreams[0]: client_key is set without client_cert"),
+        ({"upstreams": [remote(ca_file="/no/such/ca.pem")]}, "upstreams[0]: ca_file: no such file '/no/such/ca.pem'"),
+        ({"upstreams": [remote(connect_timeout_s=0)]}, "upstreams[0].connect_timeout_s: Input should be greater"),
     ],
 )
 def test_errors_name_the_key_path(data: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(data, {})
     assert message in info.value.message
+
+
+def test_http_client_settings_parse() -> None:
+    config = parse_config(
+        {"upstreams": [remote(proxy="http://proxy:3128", ca_file=__file__, client_cert=__file__, read_timeout_s=60)]},
+        {},
+    )
+    upstream = config.upstreams[0]
+    assert upstream.transport == "streamable-http"
+    assert (upstream.proxy, upstream.ca_file, upstream.read_timeout_s) == ("http://proxy:3128", __file__, 60)
+    assert parse_config({"upstreams": [remote(proxy="none")]}, {}).upstreams[0].proxy == "none"
 
 
 def test_dollar_escape_and_unreadable_files(tmp_path: Path) -> None:

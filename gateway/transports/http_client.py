@@ -17,31 +17,54 @@ they know nothing about prompts.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+import aiohttp
 import anyio
 import httpx
 import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from httpx_sse import EventSource, ServerSentEvent, aconnect_sse
+from httpx_sse import EventSource, ServerSentEvent
+from yarl import URL
 
 from gateway.protocol.modern import request_headers
 from gateway.protocol.versions import is_modern
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES
-from gateway.transports.http1 import Http1Error, Http1Pool
+from gateway.transports.http_options import HTTP_ERRORS, HttpOptions, describe, upstream_session
 
 log = structlog.get_logger("gateway.transports.http")
 
 _ACCEPT_BOTH = "application/json, text/event-stream"
+_JSON = {"Content-Type": "application/json"}
 _MAX_RESUMES = 5
 
 
 class HttpTransportError(Exception):
     """The HTTP conversation failed in a way that ends the connection (bad endpoint, lost session)."""
+
+
+class _TooLarge(Exception):
+    """An answer over the message size limit: the request fails, the connection is dropped."""
+
+
+def events_of(response: aiohttp.ClientResponse) -> EventSource:
+    """An SSE body's events, parsed by httpx-sse. It reads bodies through httpx's response model, so the
+    aiohttp body is handed to it as one (no request is made by httpx)."""
+    headers = [(name, value) for name, value in response.headers.items()]
+    return EventSource(httpx.Response(response.status, headers=headers, stream=_Body(response.content)))
+
+
+class _Body(httpx.AsyncByteStream):
+    def __init__(self, content: aiohttp.StreamReader) -> None:
+        self._content = content
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._content.iter_any():
+            yield chunk
 
 
 def _request_id(frame: bytes) -> Any:
@@ -69,6 +92,10 @@ def _rpc_error_for(body: bytes, request_id: Any) -> bytes | None:
     return None
 
 
+def _status_problem(response: aiohttp.ClientResponse) -> str:
+    return f"answered HTTP {response.status}"
+
+
 def _error_frame(request_id: Any, message: str) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": message}}).encode()
 
@@ -84,25 +111,12 @@ def _frames_of(data: bytes) -> list[bytes]:
 
 class _HttpStream:
     """What both transports share: each frame sent is its own POST (run concurrently in the stream's task
-    group) on the lean HTTP/1.1 client, and frames received wait in a bounded queue. httpx carries the
-    long-lived requests (SSE streams) and the rare ones."""
+    group), and frames received wait in a bounded queue. One aiohttp session per upstream carries every
+    request: POSTs, SSE streams, the session's end."""
 
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        url: str,
-        task_group: TaskGroup,
-        max_message_bytes: int,
-        *,
-        headers: Mapping[str, str],
-        timeout_s: float,
-    ) -> None:
+    def __init__(self, client: aiohttp.ClientSession, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
         self._client = client
-        self._url = url  # where frames are POSTed
-        parts = urlsplit(url)
-        self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        raw_headers = [(name.encode(), value.encode()) for name, value in headers.items()]
-        self._posts = Http1Pool(url, headers=raw_headers, connect_timeout_s=timeout_s)
+        self._url = URL(url)  # where frames are POSTed; parsed once, not per request
         self._tg = task_group
         self._max = max_message_bytes
         self._in: MemoryObjectSendStream[bytes]
@@ -120,6 +134,15 @@ class _HttpStream:
     async def send(self, frame: bytes) -> None:
         self._tg.start_soon(self._post, frame)
 
+    async def _post_frame(self, frame: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
+        """POST a frame; the response once its head has arrived. A pooled connection the server (or a
+        proxy) closed just as it was taken fails before anything was answered: that one is tried once
+        more, on a fresh connection (aiohttp retries only idempotent methods by itself)."""
+        try:
+            return await self._client.post(self._url, data=frame, headers=headers)
+        except aiohttp.ServerDisconnectedError:
+            return await self._client.post(self._url, data=frame, headers=headers)
+
     async def _post(self, frame: bytes) -> None:
         raise NotImplementedError
 
@@ -135,7 +158,6 @@ class _HttpStream:
     async def aclose(self) -> None:
         self._in.close()
         self._out.close()
-        await self._posts.aclose()
 
 
 class StreamableHttpStream(_HttpStream):
@@ -184,51 +206,44 @@ class StreamableHttpStream(_HttpStream):
         return {"Accept": _ACCEPT_BOTH, **request_headers(method or "", params, self.protocol_version or "")}
 
     async def _exchange(self, frame: bytes, request_id: Any, headers: dict[str, str]) -> bytes | None:
-        """One POST, straight on the connection pool: the hot path of every upstream request. Returns
-        the answer to hand up (a JSON body, or an error standing for a failed request); an SSE answer
-        is relayed as it streams."""
-        raw_headers = [
-            *((name.lower().encode(), value.encode()) for name, value in headers.items()),
-            (b"content-type", b"application/json"),
-        ]
+        """One POST: the hot path of every upstream request. Returns the answer to hand up (a JSON body,
+        or an error standing for a failed request); an SSE answer is relayed as it streams."""
+        headers["Content-Type"] = "application/json"
         try:
-            async with self._posts.post(self._target, raw_headers, frame) as response:
+            async with await self._post_frame(frame, headers) as response:
                 status = response.status
-                session_id = response.header(b"mcp-session-id")
+                session_id = response.headers.get("mcp-session-id")
                 if session_id is not None and self.session_id is None and not self.modern:
                     self.session_id = session_id
                 if status == 404 and self.session_id is not None:
                     log.info("upstream_session_expired")
                     self._end()
                     return None
-                if status >= 400:
+                if status >= 300:  # a redirect left unfollowed (no Location) too
                     if request_id is None:
                         return None
-                    body = await self._read_body(response.body)
-                    return _rpc_error_for(body, request_id) or _error_frame(request_id, f"answered HTTP {status}")
+                    body = await self._read_body(response)
+                    return _rpc_error_for(body, request_id) or _error_frame(request_id, _status_problem(response))
                 if status == 202 or request_id is None:
                     return None
-                kind = (response.header(b"content-type") or "").split(";")[0].strip().lower()
                 answer: bytes | None = None
-                if kind == "text/event-stream":
-                    headers_seen = httpx.Headers(list(response.headers))
-                    streamed = httpx.Response(status, headers=headers_seen, stream=_Body(response.body))
-                    await self._read_stream(EventSource(streamed), request_id)
+                if response.content_type == "text/event-stream":
+                    await self._read_stream(events_of(response), request_id)
                 else:
-                    answer = await self._read_body(response.body)
-        except (httpx.HTTPError, Http1Error) as exc:
+                    answer = await self._read_body(response)
+        except (*HTTP_ERRORS, _TooLarge) as exc:
             if request_id is None:
                 return None
-            return _error_frame(request_id, f"HTTP request failed: {type(exc).__name__}")
+            return _error_frame(request_id, f"HTTP request failed: {describe(exc)}")
         self._start_listening()
         return answer
 
-    async def _read_body(self, chunks: AsyncIterator[bytes]) -> bytes:
+    async def _read_body(self, response: aiohttp.ClientResponse) -> bytes:
         body = bytearray()
-        async for chunk in chunks:
+        async for chunk in response.content.iter_any():
             body += chunk
             if len(body) > self._max:
-                raise httpx.DecodingError("response over the message size limit")
+                raise _TooLarge(f"the answer is over the message size limit ({self._max} bytes)")
         return bytes(body)
 
     async def _read_stream(self, source: EventSource, request_id: Any) -> None:
@@ -239,10 +254,10 @@ class StreamableHttpStream(_HttpStream):
                 break
             await anyio.sleep((retry_ms or 1000) / 1000)
             headers = {**self._headers("text/event-stream"), "Last-Event-ID": last_id}
-            async with aconnect_sse(self._client, "GET", self._url, headers=headers) as resumed:
-                if resumed.response.status_code != 200:
+            async with self._client.get(self._url, headers=headers) as resumed:
+                if resumed.status != 200:
                     break
-                next_id, retry_ms, answered = await self._relay(resumed, request_id)
+                next_id, retry_ms, answered = await self._relay(events_of(resumed), request_id)
                 last_id = next_id or last_id
         if not answered:
             await self._deliver(_error_frame(request_id, "closed its response stream without answering"))
@@ -251,7 +266,7 @@ class StreamableHttpStream(_HttpStream):
         last_id: str | None = None
         retry_ms: int | None = None
         answered = False
-        with suppress(httpx.HTTPError):
+        with suppress(*HTTP_ERRORS, httpx.HTTPError):
             async for event in source.aiter_sse():
                 last_id = event.id or last_id
                 retry_ms = event.retry or retry_ms
@@ -280,8 +295,8 @@ class StreamableHttpStream(_HttpStream):
             if last_id is not None:
                 headers["Last-Event-ID"] = last_id
             try:
-                async with aconnect_sse(self._client, "GET", self._url, headers=headers) as source:
-                    status = source.response.status_code
+                async with self._client.get(self._url, headers=headers) as response:
+                    status = response.status
                     if status == 405:
                         return  # the server offers no stream: fine, it can still answer requests
                     if status == 404:
@@ -289,39 +304,22 @@ class StreamableHttpStream(_HttpStream):
                         return
                     if status == 200:
                         delay = 1.0
-                        async for event in source.aiter_sse():
+                        async for event in events_of(response).aiter_sse():
                             last_id = event.id or last_id
                             delay = (event.retry or 1000) / 1000
                             if event.data:
                                 await self._deliver(event.data.encode())
-            except httpx.HTTPError as exc:
-                log.debug("upstream_stream_dropped", error=type(exc).__name__)
+            except (*HTTP_ERRORS, httpx.HTTPError) as exc:
+                log.debug("upstream_stream_dropped", error=describe(exc))
             await anyio.sleep(delay)
             delay = min(delay * 2, 30.0)
 
     async def terminate(self) -> None:
         """Tell the server we are done with the session (it may refuse with 405; either is fine)."""
         if self.session_id is not None:
-            with suppress(httpx.HTTPError), anyio.move_on_after(2):
-                await self._client.delete(self._url, headers=self._headers("application/json"))
-
-
-class _Body(httpx.AsyncByteStream):
-    """A response body as httpx reads one, so httpx-sse can parse an SSE answer."""
-
-    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
-        self._chunks = chunks
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._chunks:
-            yield chunk
-
-
-def _client(headers: Mapping[str, str], timeout_s: float) -> httpx.AsyncClient:
-    """httpx for an upstream's long-lived and rare requests: its configured headers on each, no
-    redirects (an upstream URL is configured, not discovered), bodies never timed out (SSE streams stay
-    open; the caller times each request)."""
-    return httpx.AsyncClient(headers=dict(headers), timeout=httpx.Timeout(timeout_s, read=None), follow_redirects=False)
+            with suppress(*HTTP_ERRORS), anyio.move_on_after(2):
+                async with self._client.delete(self._url, headers=self._headers("application/json")):
+                    pass
 
 
 def _answers(data: bytes, request_id: Any) -> bool:
@@ -333,14 +331,10 @@ def _answers(data: bytes, request_id: Any) -> bool:
 
 @asynccontextmanager
 async def open_streamable_http(
-    url: str,
-    headers: Mapping[str, str],
-    *,
-    timeout_s: float,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    url: str, options: HttpOptions, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 ) -> AsyncIterator[StreamableHttpStream]:
-    async with _client(headers, timeout_s) as client, anyio.create_task_group() as tg:
-        stream = StreamableHttpStream(client, url, tg, max_message_bytes, headers=headers, timeout_s=timeout_s)
+    async with upstream_session(url, options) as client, anyio.create_task_group() as tg:
+        stream = StreamableHttpStream(client, url, tg, max_message_bytes)
         try:
             yield stream
         finally:
@@ -354,18 +348,15 @@ class LegacySseStream(_HttpStream):
     async def _post(self, frame: bytes) -> None:
         request_id = _request_id(frame)
         try:
-            async with self._posts.post(self._target, [(b"content-type", b"application/json")], frame) as response:
-                async for _ in response.body:  # read to the end: the connection is then reused
-                    pass
-            failed = response.status >= 300
-            reason = f"answered HTTP {response.status}"
-        except Http1Error as exc:
-            failed, reason = True, f"HTTP request failed: {exc}"
+            async with await self._post_frame(frame, {"Content-Type": "application/json"}) as response:
+                failed, reason = response.status >= 300, _status_problem(response)
+        except HTTP_ERRORS as exc:
+            failed, reason = True, f"HTTP request failed: {describe(exc)}"
         if failed and request_id is not None:
             await self._deliver(_error_frame(request_id, reason))
 
     async def pump(self, events: AsyncIterator[ServerSentEvent]) -> None:
-        with suppress(httpx.HTTPError):
+        with suppress(*HTTP_ERRORS, httpx.HTTPError):
             async for event in events:
                 if event.event == "message" and event.data:
                     await self._deliver(event.data.encode())
@@ -374,29 +365,26 @@ class LegacySseStream(_HttpStream):
 
 @asynccontextmanager
 async def open_legacy_sse(
-    url: str,
-    headers: Mapping[str, str],
-    *,
-    timeout_s: float,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    url: str, options: HttpOptions, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 ) -> AsyncIterator[LegacySseStream]:
     """Open the GET stream, wait for its ``endpoint`` event, and POST every frame there."""
     async with (
-        _client(headers, timeout_s) as client,
-        aconnect_sse(client, "GET", url, headers={"Accept": "text/event-stream"}) as source,
+        upstream_session(url, options) as client,
+        client.get(url, headers={"Accept": "text/event-stream", "Cache-Control": "no-store"}) as response,
     ):
-        if source.response.status_code != 200:
-            raise HttpTransportError(f"SSE endpoint answered HTTP {source.response.status_code}")
-        events = source.aiter_sse()
-        with anyio.fail_after(timeout_s):
+        if response.status != 200:
+            raise HttpTransportError(f"SSE endpoint answered HTTP {response.status}")
+        events = events_of(response).aiter_sse()
+        with anyio.fail_after(options.timeout_s):
             first = await events.__anext__()
         if first.event != "endpoint" or not first.data:
             raise HttpTransportError("the SSE stream did not start with an endpoint event")
-        endpoint = urljoin(url, first.data)
-        if urlsplit(endpoint)[:2] != urlsplit(url)[:2]:
+        stream_url = str(response.url)  # where a redirect led
+        endpoint = urljoin(stream_url, first.data)
+        if urlsplit(endpoint)[:2] != urlsplit(stream_url)[:2]:
             raise HttpTransportError("the SSE endpoint event points at another origin")
         async with anyio.create_task_group() as tg:
-            stream = LegacySseStream(client, endpoint, tg, max_message_bytes, headers=headers, timeout_s=timeout_s)
+            stream = LegacySseStream(client, endpoint, tg, max_message_bytes)
             tg.start_soon(stream.pump, events)
             try:
                 yield stream

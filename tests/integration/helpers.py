@@ -108,17 +108,20 @@ def demo_upstream(namespace: str, module: str, **extra: Any) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def http_upstream(module: str, transport: str, *, port: int = 0) -> AsyncIterator[str]:
-    """A test server served over HTTP in its own process; yields its URL once it accepts connections."""
+async def http_upstream(
+    module: str, transport: str, *, port: int = 0, env: dict[str, str] | None = None, scheme: str = "http"
+) -> AsyncIterator[str]:
+    """A test server served over HTTP in its own process; yields its URL once it accepts connections.
+    ``env`` selects what ``tests/servers/http_serve.py`` documents (redirects, TLS)."""
     command = [sys.executable, "-m", "tests.servers.http_serve", module, transport, str(port)]
-    async with await anyio.open_process(command, cwd=ROOT) as process:
+    async with await anyio.open_process(command, cwd=ROOT, env={**os.environ, **(env or {})}) as process:
         assert process.stdout is not None
         lines = BufferedByteReceiveStream(process.stdout)
         with anyio.fail_after(20):
             bound = int(await lines.receive_until(b"\n", 100))
         path = "/mcp" if transport == "streamable-http" else "/sse"
         try:
-            yield f"http://127.0.0.1:{bound}{path}"
+            yield f"{scheme}://127.0.0.1:{bound}{path}"
         finally:
             process.kill()
 

@@ -2,13 +2,22 @@
 
 Binds an ephemeral loopback port first and prints it as the first stdout line, so a test waits on that
 line (the socket already accepts connections) instead of polling.
+
+``SERVE_REDIRECTS=1`` serves Streamable HTTP at ``/mcp/`` behind the redirects servers send: ``/mcp``
+307 (FastMCP's trailing slash), ``/moved`` 308, ``/found`` 302, and ``/elsewhere`` 307 to another
+origin (``localhost`` instead of ``127.0.0.1``). ``SERVE_TLS_DIR`` serves HTTPS with the ``server.pem``
+and ``server.key`` found there; ``SERVE_CLIENT_CA`` (a CA file) then requires a client certificate it signed.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import socket
+import ssl
 import sys
+from pathlib import Path
+from typing import Any
 
 import anyio
 import uvicorn
@@ -16,8 +25,9 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.sse import SseServerTransport
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 
 def sse_app(server: Server) -> Starlette:
@@ -34,17 +44,56 @@ def sse_app(server: Server) -> Starlette:
     )
 
 
+def behind_redirects(app: ASGIApp, port: int) -> ASGIApp:
+    redirects = {
+        "/mcp": (307, "/mcp/"),
+        "/moved": (308, "/mcp/"),
+        "/found": (302, "/mcp/"),
+        "/elsewhere": (307, f"http://localhost:{port}/mcp/"),
+    }
+
+    async def routed(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in redirects:
+            status, location = redirects[scope["path"]]
+            await RedirectResponse(location, status_code=status)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return routed
+
+
+def tls_options() -> dict[str, Any]:
+    if not (directory := os.environ.get("SERVE_TLS_DIR")):
+        return {}
+    options: dict[str, Any] = {
+        "ssl_certfile": str(Path(directory, "server.pem")),
+        "ssl_keyfile": str(Path(directory, "server.key")),
+    }
+    if client_ca := os.environ.get("SERVE_CLIENT_CA"):
+        options |= {"ssl_ca_certs": client_ca, "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    return options
+
+
 def main() -> None:
     module, transport = sys.argv[1], sys.argv[2]
     port = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     server: Server = importlib.import_module(f"tests.servers.{module}").server
-    app = server.streamable_http_app(streamable_http_path="/mcp") if transport == "streamable-http" else sse_app(server)
+    redirecting = os.environ.get("SERVE_REDIRECTS") == "1"
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY on accept
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(128)
-    print(sock.getsockname()[1], flush=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on" if transport == "streamable-http" else "off")
+    bound = sock.getsockname()[1]
+    app: ASGIApp
+    if transport == "streamable-http":
+        app = server.streamable_http_app(streamable_http_path="/mcp/" if redirecting else "/mcp")
+        app = behind_redirects(app, bound) if redirecting else app
+    else:
+        app = sse_app(server)
+    print(bound, flush=True)
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on" if transport == "streamable-http" else "off", **tls_options()
+    )
     anyio.run(uvicorn.Server(config).serve, [sock])
 
 
