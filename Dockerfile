@@ -14,7 +14,10 @@ RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
 COPY docker/config.toml /etc/prompt-gateway/config.toml
 USER 10001
 EXPOSE 8080
-HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
-    CMD ["python3", "-c", "import urllib.request, sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status != 200)"]
+# The probe reads the address from the config, so a config that moves the port moves the check too
+# (mount your config at this path; a command naming another path sets PROMPT_GATEWAY_CONFIG to it too).
+ENV PROMPT_GATEWAY_CONFIG=/etc/prompt-gateway/config.toml
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+    CMD ["sh", "-c", "exec prompt-gateway health --config \"$PROMPT_GATEWAY_CONFIG\""]
 ENTRYPOINT ["prompt-gateway"]
 CMD ["serve", "--config", "/etc/prompt-gateway/config.toml"]

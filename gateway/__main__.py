@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import sys
+import urllib.request
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any
@@ -18,7 +19,7 @@ import structlog
 
 from gateway import __version__
 from gateway.app import Gateway, ensure_safe_exposure, listening_socket, run_gateway, serve_http, serve_stream
-from gateway.config import Config, load_config
+from gateway.config import Config, ServerSettings, load_config
 from gateway.errors import ConfigError, UpstreamError
 from gateway.importer import import_client_config
 from gateway.observability import configure_logging
@@ -57,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         ("serve", "serve the unified prompt list to MCP clients"),
         ("check", "validate the config, start every upstream, print their state, exit non-zero on failure"),
         ("list", "print the unified, policy-filtered prompt list"),
+        ("health", "ask the running HTTP gateway of this config for /healthz: exit 0 if healthy (a probe)"),
     ):
         sub = commands.add_parser(name, help=text, description=text)
         sub.add_argument("--config", "-c", required=True, help="path to the TOML config")
@@ -207,6 +209,26 @@ def _import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _health(server: ServerSettings) -> int:
+    """The Docker health check: the address comes from the config, so it follows the configured port."""
+    if server.transport != "http":
+        print("prompt-gateway: this config serves stdio; there is no HTTP health endpoint", file=sys.stderr)
+        return EXIT_CONFIG
+    if server.port == 0:
+        print("prompt-gateway: port = 0 picks a port at start-up; health needs a fixed port", file=sys.stderr)
+        return EXIT_CONFIG
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(server.host, server.host)  # noqa: S104
+    url = f"http://{f'[{host}]' if ':' in host else host}:{server.port}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            status = response.status
+    except (OSError, ValueError) as exc:
+        print(f"prompt-gateway: {url}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
+        return EXIT_UPSTREAM_FAILED
+    print(f"{url}: {status}")
+    return EXIT_OK if status == 200 else EXIT_UPSTREAM_FAILED
+
+
 def _event_loop_options() -> dict[str, Any]:
     """uvloop where it is installed (a dependency except on Windows): its event loop and transports are
     C, which a proxy doing two HTTP exchanges per request feels (docs/performance.md)."""
@@ -240,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return anyio.run(_serve, config, args.config, args.watch, sock, backend_options=_event_loop_options())
     if args.command == "check":
         return anyio.run(_check, config)
+    if args.command == "health":
+        return _health(config.server)
     return anyio.run(_list, config, args.json)
 
 

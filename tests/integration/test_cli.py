@@ -15,9 +15,11 @@ from tests.integration.helpers import (
     demo_upstream,
     gateway_command,
     process_gone,
+    running_gateway,
     sdk_upstream,
     write_config,
 )
+from tests.integration.services import free_port
 
 pytestmark = pytest.mark.slow
 EXAMPLE = ROOT / "config.example.toml"
@@ -158,3 +160,23 @@ async def test_serve_exits_cleanly_on_sigterm_and_leaves_no_orphans(tmp_path: Pa
     with anyio.fail_after(10):
         while not process_gone(pid):
             await anyio.sleep(0.05)
+
+
+@pytest.mark.anyio
+async def test_health_follows_the_configured_port(tmp_path: Path) -> None:
+    """The Docker health check: `health` reads the address from the config and asks its /healthz."""
+    port = free_port()
+    config = write_config(
+        tmp_path / "c.toml", [demo_upstream("writing", "writing")], server={"transport": "http", "port": port}
+    )
+    async with running_gateway(config):
+        healthy = await anyio.run_process(gateway_command(config, "health"), cwd=ROOT, check=False)
+    assert healthy.returncode == 0, healthy.stderr
+    assert healthy.stdout.decode().strip() == f"http://127.0.0.1:{port}/healthz: 200"
+    gone = await anyio.run_process(gateway_command(config, "health"), cwd=ROOT, check=False)
+    assert gone.returncode == 1
+    assert f"http://127.0.0.1:{port}/healthz" in gone.stderr.decode()
+    stdio = write_config(tmp_path / "s.toml", [demo_upstream("writing", "writing")])
+    not_http = await anyio.run_process(gateway_command(stdio, "health"), cwd=ROOT, check=False)
+    assert not_http.returncode == 2
+    assert "serves stdio" in not_http.stderr.decode()
