@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import suppress
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import mcp.types as t
 import pytest
 from mcp import Client, StdioServerParameters
@@ -136,3 +138,26 @@ async def test_tls_upstreams_with_a_private_ca_and_a_required_client_certificate
     assert rows["trusted"].split()[2] == "ready"
     assert rows["mutual"].split()[2] == "ready"
     assert rows["nocert"].split()[2] != "ready"
+
+
+async def test_read_timeout_ends_a_request_the_upstream_never_answers(tmp_path: Path) -> None:
+    """read_timeout_s bounds a silence shorter than the request's timeout_s."""
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610 - anyio's, not Django's
+
+        async def accept_and_say_nothing(stream: anyio.abc.SocketStream) -> None:
+            async with stream:
+                with suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                    while True:
+                        await stream.receive()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, accept_and_say_nothing)
+            silent = {"transport": "streamable-http", "url": f"http://127.0.0.1:{port}/mcp", "protocol": "legacy"}
+            config = write_config(
+                tmp_path / "c.toml", [{"namespace": "silent", **silent, "timeout_s": 60, "read_timeout_s": 0.5}]
+            )
+            code, rows = await check(config)
+            tg.cancel_scope.cancel()
+    assert code == 1
+    assert "SocketTimeoutError" in rows["silent"], rows  # aiohttp's read time-out, not the request's 60 s
