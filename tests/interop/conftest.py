@@ -39,3 +39,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/interop/" in str(item.fspath):
             item.add_marker(pytest.mark.interop)
+
+
+LEGACY_SDK_PYTHON = ROOT / "interop" / ".venv-mcp181" / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def legacy_sdk_python() -> str:
+    """The interpreter of a venv holding mcp 1.8.1 (``interop/requirements-mcp-1.8.1.txt``; .ci/run makes it)."""
+    if not LEGACY_SDK_PYTHON.is_file():
+        reason = (
+            "mcp 1.8.1 is not installed: python3 -m venv interop/.venv-mcp181 && "
+            "interop/.venv-mcp181/bin/pip install -r interop/requirements-mcp-1.8.1.txt"
+        )
+        if os.environ.get("REQUIRE_INTEROP"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return str(LEGACY_SDK_PYTHON)
