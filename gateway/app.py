@@ -29,7 +29,7 @@ from gateway.cursor import CursorCodec
 from gateway.debounce import ListChangedDebouncer
 from gateway.errors import ConfigError, GatewayError
 from gateway.frontend import ClientSession, Hub, PromptService
-from gateway.http_server import HttpFrontend, Push
+from gateway.http_server import Ask, HttpFrontend, Push
 from gateway.metrics import Metrics
 from gateway.policy import Rules
 from gateway.progress import ProgressRelay
@@ -252,17 +252,9 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
 
     async def ask_client(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         assert peer is not None  # noqa: S101 - set before any request is read
-        try:
-            return await peer.request(method, params, timeout=CLIENT_REQUEST_TIMEOUT_S)
-        except RemoteError as exc:  # the client's own refusal goes back to the upstream as it was
-            refusal = GatewayError(str(exc.error.get("message")), data=exc.error.get("data"))
-            code = exc.error.get("code")
-            refusal.code = code if isinstance(code, int) and not isinstance(code, bool) else refusal.code
-            raise refusal from exc
-        except (PeerClosed, RequestTimeout) as exc:
-            raise GatewayError(f"the client did not answer {method}") from exc
+        return await peer.request(method, params, timeout=CLIENT_REQUEST_TIMEOUT_S)
 
-    session.ask_client = ask_client
+    session.ask_client = _as_relay(ask_client)
     peer = RpcPeer(
         stream,
         on_request=session.handle_request,
@@ -307,11 +299,34 @@ class _EmbeddedServer(uvicorn.Server):
         yield
 
 
+def _as_relay(ask: Ask) -> Ask:
+    """``ask`` with the client's failures said the way an upstream should hear them: the client's own
+    refusal as it was (code, message, data), a client that cannot be reached or does not answer as an
+    error saying so."""
+
+    async def relayed(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        try:
+            return await ask(method, params)
+        except RemoteError as exc:
+            refusal = GatewayError(str(exc.error.get("message")), data=exc.error.get("data"))
+            code = exc.error.get("code")
+            refusal.code = code if isinstance(code, int) and not isinstance(code, bool) else refusal.code
+            raise refusal from exc
+        except PeerClosed as exc:
+            raise GatewayError(
+                f"the client cannot be asked: {exc}" if str(exc) else f"the client did not answer {method}"
+            ) from exc
+        except RequestTimeout as exc:
+            raise GatewayError(f"the client did not answer {method}") from exc
+
+    return relayed
+
+
 def http_frontend(gateway: Gateway) -> HttpFrontend:
     """The HTTP front end wired to this gateway's catalog, hub and per-token policies."""
     list_changed = encode(Notification("notifications/prompts/list_changed"))
 
-    def new_session(principal: str | None, session_id: str, push: Push) -> ClientSession:
+    def new_session(principal: str | None, session_id: str, push: Push, ask: Ask) -> ClientSession:
         session = ClientSession(
             gateway.service,
             on_list_changed=lambda: push(list_changed, "list_changed"),
@@ -319,6 +334,7 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
             session_id=session_id[:8],
             on_close=lambda: gateway.hub.discard(session),
         )
+        session.ask_client = _as_relay(ask)
         gateway.hub.add(session)
         return session
 

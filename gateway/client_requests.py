@@ -4,8 +4,9 @@
 An upstream connection is shared by every client, and a handshake-era server does not say which of the
 requests in flight an ``elicitation/create`` belongs to. The gateway relays it only where it knows for
 certain: exactly one client request is in flight to that upstream, from a client that can be asked
-(stdio) and that declared the capability. Otherwise the upstream gets an error that says why, which
-fails only the prompt that asked. Ids are the client connection's own (its peer numbers the request).
+(stdio, or an HTTP session with an event stream to send the request on) and that declared the
+capability. Otherwise the upstream gets an error that says why, which fails only the prompt that asked.
+Ids are the client connection's own (its peer, or its HTTP session, numbers the request).
 """
 
 from __future__ import annotations
@@ -72,5 +73,5 @@ class ClientRequestRelay:
             )
         ask = entries[0]
         if ask is None:
-            raise MethodNotFound(f"Method not found: {method} (this client's transport cannot be asked; stdio can)")
+            raise MethodNotFound(f"Method not found: {method} (this client cannot be asked: it has no session)")
         return await ask(method, params)

@@ -28,6 +28,7 @@ import anyio
 import structlog
 import structlog.contextvars
 from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectSendStream
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
@@ -52,9 +53,12 @@ from gateway.protocol.jsonrpc import (
     request_id_of,
     to_wire,
 )
+from gateway.protocol.jsonrpc import (
+    Response as RpcResponse,
+)
 from gateway.protocol.modern import HTTP_STATUS_FOR_CODE, carries_envelope, check_headers, read_envelope
 from gateway.protocol.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
-from gateway.rpc import InboundRequests, Notify, answer
+from gateway.rpc import InboundRequests, Notify, PeerClosed, RemoteError, RequestTimeout, answer
 from gateway.transports.sse import KEEPALIVE, KEEPALIVE_S, EventLog, encode_event
 
 log = structlog.get_logger("gateway.http")
@@ -77,8 +81,18 @@ class Endpoint(Protocol):
 Push = Callable[[bytes, str | None], None]
 """Queue a server-to-client frame on the session's stream: ``push(frame, coalesce_key)``; never blocks."""
 
-EndpointFactory = Callable[[str | None, str, Push], Endpoint]
-"""``factory(principal, session_id, push)`` makes the endpoint for a new session."""
+Ask = Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]]]
+"""Send the session's client a request and wait for its result (raises RemoteError with its error,
+PeerClosed when the client cannot be reached, RequestTimeout when it does not answer in time)."""
+
+EndpointFactory = Callable[[str | None, str, Push, Ask], Endpoint]
+"""``factory(principal, session_id, push, ask)`` makes the endpoint for a new session."""
+
+STREAM_WAIT_S = 5.0
+"""How long a request to a client waits for the client to open an event stream it can be sent on."""
+
+ASK_TIMEOUT_S = 600.0
+"""How long a request to a client (an elicitation a person answers) may wait for the answer."""
 
 Stateless = Callable[[Request, Notify, str | None], Awaitable[dict[str, Any]]]
 """``handler(request, notify, principal)`` answers one 2026-07-28 request, no session involved."""
@@ -94,6 +108,40 @@ class HttpSession:
     legacy: bool
     last_seen: float = field(default_factory=time.monotonic)
     streams: int = 0
+    stream_opened: anyio.Event = field(default_factory=anyio.Event)
+    asked: dict[str, MemoryObjectSendStream[RpcResponse | ErrorResponse]] = field(default_factory=dict)
+    """Requests sent to the client on its event stream, by id, waiting for the answer it POSTs."""
+
+    async def ask(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """A request to the client: sent on its event stream (the GET stream, or the legacy SSE stream),
+        answered by a POST carrying the response. Refused at once when no stream is open to send it on."""
+        if not self.streams:  # a client opens its GET stream after initialize, maybe not yet
+            with anyio.move_on_after(STREAM_WAIT_S):
+                await self.stream_opened.wait()
+            if not self.streams:
+                raise PeerClosed(f"the client has no open event stream to send {method} on")
+        request_id = f"gateway-{secrets.token_urlsafe(9)}"
+        answers_in, answers = anyio.create_memory_object_stream[RpcResponse | ErrorResponse](1)
+        self.asked[request_id] = answers_in
+        try:
+            self.events.push(encode(Request(request_id, method, params)))
+            with anyio.fail_after(ASK_TIMEOUT_S), answers:
+                answered = await answers.receive()
+        except TimeoutError:
+            raise RequestTimeout(f"the client did not answer {method}") from None
+        finally:
+            self.asked.pop(request_id, None)
+            answers_in.close()
+        if isinstance(answered, ErrorResponse):
+            raise RemoteError(answered.error)
+        return answered.result
+
+    def take_answer(self, message: RpcResponse | ErrorResponse) -> None:
+        """The client's answer to one of ``ask``'s requests; anything else is dropped."""
+        waiting = self.asked.pop(str(message.id), None) if isinstance(message.id, str) else None
+        if waiting is not None:
+            with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                waiting.send_nowait(message)
 
 
 def _error_body(error: GatewayError, request_id: Any = None) -> dict[str, Any]:
@@ -328,7 +376,13 @@ class HttpFrontend:
         def push(frame: bytes, key: str | None) -> None:
             events.push(frame, key=key)
 
-        endpoint = self._factory(principal, session_id, push)
+        session: HttpSession | None = None
+
+        async def ask(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+            assert session is not None  # noqa: S101 - made below, before any request is read
+            return await session.ask(method, params)
+
+        endpoint = self._factory(principal, session_id, push, ask)
         inbound = InboundRequests(endpoint.handle_request, max_in_flight=self._max_in_flight)
         session = HttpSession(session_id, principal, endpoint, inbound, events, legacy)
         self.sessions[session_id] = session
@@ -548,7 +602,8 @@ class HttpFrontend:
                     if item.method == "notifications/cancelled":
                         session.inbound.cancel(item.params)
                     await session.endpoint.handle_notification(item)
-                # responses: the gateway sends clients no requests, so there is nothing to match them to
+                elif isinstance(item, (RpcResponse, ErrorResponse)):
+                    session.take_answer(item)  # the client answering a request relayed from an upstream
         return answers
 
     def _get(self, request: HttpRequest, session: HttpSession) -> Response:
@@ -580,6 +635,8 @@ class HttpFrontend:
 
         async def tracked() -> AsyncIterator[bytes]:
             session.streams += counted
+            if counted:
+                session.stream_opened.set()
             try:
                 async for chunk in body:
                     yield chunk

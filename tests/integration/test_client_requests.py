@@ -11,8 +11,9 @@ import anyio
 import mcp.types as t
 import pytest
 from mcp import Client
+from mcp.client.sse import sse_client
 
-from tests.integration.helpers import gateway_params, sdk_upstream, write_config
+from tests.integration.helpers import gateway_http, gateway_params, sdk_upstream, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -48,6 +49,22 @@ async def test_elicitation_sampling_and_roots_reach_the_client_that_asked(config
         assert text(await client.get_prompt("ask__who")) == "Hello, Ada (accept)"
         assert text(await client.get_prompt("ask__muse")) == "The model said: lighthouse"
         assert text(await client.get_prompt("ask__where")) == "Roots: file:///work/project"
+
+
+@pytest.mark.parametrize("transport", ["streamable-http", "sse"])
+async def test_http_clients_are_asked_on_their_event_stream(tmp_path: Path, transport: str) -> None:
+    """The request goes out on the session's GET stream (the legacy transport's one stream); the client's
+    POSTed answer reaches the upstream."""
+    config = write_config(
+        tmp_path / "c.toml", [sdk_upstream("ask", "asking", protocol="legacy")], server={"transport": "http", "port": 0}
+    )
+    callbacks: dict[str, Any] = {"elicitation_callback": who, "sampling_callback": muse, "list_roots_callback": roots}
+    async with gateway_http(config) as base:
+        target = f"{base}/mcp" if transport == "streamable-http" else sse_client(f"{base}/sse")
+        async with Client(target, mode="legacy", cache=None, **callbacks) as client:
+            assert text(await client.get_prompt("ask__who")) == "Hello, Ada (accept)"
+            assert text(await client.get_prompt("ask__muse")) == "The model said: lighthouse"
+            assert text(await client.get_prompt("ask__where")) == "Roots: file:///work/project"
 
 
 async def test_a_client_without_the_capability_is_not_asked(config: Path) -> None:
