@@ -29,14 +29,15 @@ from gateway.cursor import CursorCodec
 from gateway.debounce import ListChangedDebouncer
 from gateway.errors import ConfigError, GatewayError
 from gateway.frontend import ClientSession, Hub, PromptService
-from gateway.http_server import Ask, HttpFrontend, Push
+from gateway.http_server import Ask, Caller, HttpFrontend, Push
 from gateway.metrics import Metrics
-from gateway.policy import Rules
+from gateway.policy import Rules, Viewer
 from gateway.progress import ProgressRelay
 from gateway.protocol.jsonrpc import Notification, Request, encode
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.transports.base import MessageStream
 from gateway.upstream import Backoff, UpstreamConnector
+from gateway.views import ClaimViews
 
 log = structlog.get_logger("gateway.app")
 
@@ -67,6 +68,7 @@ class Gateway:
         self._running: dict[str, _Running] = {}
         self._secret = self._secret_for(config, None)
         self._viewers = self._token_rules(config)
+        self._claim_views = ClaimViews(config.server.views, config.gateway.namespace_separator)
         self.catalog = self._build_catalog(config)
         self.service = PromptService(
             self.current_catalog,
@@ -91,7 +93,10 @@ class Gateway:
     def current_catalog(self) -> Catalog:
         return self.catalog
 
-    def viewer_for(self, principal: str | None) -> Rules | None:
+    def viewer_for(self, principal: str | None) -> Viewer | None:
+        """A static token's policy, or the views an access token's claims match (None: the global policy alone)."""
+        if isinstance(principal, Caller) and principal.claims is not None:
+            return self._claim_views.viewer_for(principal.claims)
         return self._viewers.get(principal) if principal is not None else None
 
     @staticmethod
@@ -208,6 +213,7 @@ class Gateway:
         self._secret = self._secret_for(new, self._secret)
         self._debouncer.delay_s = new.gateway.list_changed_debounce_s
         self._viewers = self._token_rules(new)
+        self._claim_views = ClaimViews(new.server.views, new.gateway.namespace_separator)
         self.catalog = self._build_catalog(new)
         log.info(
             "config_reloaded",
@@ -369,11 +375,13 @@ def ensure_safe_exposure(config: Config) -> None:
         settings.transport == "http"
         and not settings.loopback
         and not settings.tokens
+        and settings.auth is None
         and not settings.allow_unauthenticated
     ):
         raise ConfigError(
-            f"server.host {settings.host!r} is reachable from other machines and no server.tokens are set: "
-            "add tokens, or set server.allow_unauthenticated = true if something in front authenticates"
+            f"server.host {settings.host!r} is reachable from other machines and neither server.tokens nor "
+            "server.auth is set: add one, or set server.allow_unauthenticated = true if something in front "
+            "authenticates"
         )
 
 

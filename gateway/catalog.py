@@ -39,7 +39,7 @@ from gateway.errors import (
     UpstreamUnavailable,
     UpstreamUnsupported,
 )
-from gateway.policy import ALLOW_ALL, Rules
+from gateway.policy import ALLOW_ALL, Rules, Viewer
 from gateway.progress import ProgressRelay
 from gateway.protocol.models import (
     CompleteParams,
@@ -283,7 +283,7 @@ class Catalog:
 
     # ---- visibility ----------------------------------------------------------------------------
 
-    def shows_upstream(self, i: int, viewer: Rules | None) -> bool:
+    def shows_upstream(self, i: int, viewer: Viewer | None) -> bool:
         """Whether the caller may learn of upstream ``i`` (that it is down, say): some prompt it last
         listed is visible to the caller or, before it ever listed, the rules could show some name of it."""
         mount = self.mounts[i]
@@ -296,7 +296,7 @@ class Catalog:
             and (viewer is None or viewer.may_allow_under(mount.prefix))
         )
 
-    def _visible(self, i: int, local: str, public: str, viewer: Rules | None) -> bool:
+    def _visible(self, i: int, local: str, public: str, viewer: Viewer | None) -> bool:
         return (
             self.mounts[i].rules.allows(local)
             and self._policy.allows(public)
@@ -331,12 +331,13 @@ class Catalog:
 
     # ---- prompts/list --------------------------------------------------------------------------
 
-    async def list_prompts(self, params: dict[str, Any] | None, *, viewer: Rules | None = None) -> dict[str, Any]:
+    async def list_prompts(self, params: dict[str, Any] | None, *, viewer: Viewer | None = None) -> dict[str, Any]:
         cursor = parse_params(ListParams, params).cursor
+        generation = self._generation if viewer is None else f"{self._generation}/{viewer.key}"  # a view's own
         if cursor is None:
-            position = ListingPosition(self._generation, tuple(START for _ in self.mounts))
+            position = ListingPosition(generation, tuple(START for _ in self.mounts))
         else:
-            position = self._codec.decode(cursor, generation=self._generation, upstream_count=len(self.mounts))
+            position = self._codec.decode(cursor, generation=generation, upstream_count=len(self.mounts))
         prompts: list[dict[str, Any]] = []
         unavailable: list[str] = []
         freshness = _Freshness(private=viewer is not None, now=self._clock())
@@ -363,7 +364,7 @@ class Catalog:
         position: ListingPosition,
         out: list[dict[str, Any]],
         unavailable: list[str],
-        viewer: Rules | None,
+        viewer: Viewer | None,
         freshness: _Freshness,
     ) -> ListingPosition:
         pages: dict[int, Page | UpstreamError] = {}
@@ -415,7 +416,7 @@ class Catalog:
                 upstreams[i] = PagePosition(page.next_cursor, 0)
         return ListingPosition(position.generation, tuple(upstreams))
 
-    async def all_prompts(self, *, viewer: Rules | None = None) -> dict[str, Any]:
+    async def all_prompts(self, *, viewer: Viewer | None = None) -> dict[str, Any]:
         """Every page of the unified listing, concatenated (the CLI's ``list``)."""
         prompts: list[dict[str, Any]] = []
         unavailable: list[str] = []
@@ -430,7 +431,7 @@ class Catalog:
 
     # ---- routing -------------------------------------------------------------------------------
 
-    async def _resolve(self, public: str, viewer: Rules | None) -> tuple[Mount, str, dict[str, Any]]:
+    async def _resolve(self, public: str, viewer: Viewer | None) -> tuple[Mount, str, dict[str, Any]]:
         """The mount, local name and listing entry behind a public name, or UnknownPrompt. A hidden name
         and an unknown one answer alike, also under an upstream that is down: both say it is down when
         the caller may see that upstream at all, both are unknown otherwise (so no answer tells a deny
@@ -462,7 +463,7 @@ class Catalog:
         self,
         params: dict[str, Any] | None,
         *,
-        viewer: Rules | None = None,
+        viewer: Viewer | None = None,
         notify: Notify | None = None,
         input_required: bool = False,
         ask: Ask | None = None,
@@ -493,7 +494,7 @@ class Catalog:
         self,
         params: dict[str, Any] | None,
         *,
-        viewer: Rules | None = None,
+        viewer: Viewer | None = None,
         notify: Notify | None = None,
         ask: Ask | None = None,
     ) -> dict[str, Any]:

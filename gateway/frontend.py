@@ -30,7 +30,7 @@ from gateway.catalog import Catalog
 from gateway.client_requests import Ask, asking
 from gateway.errors import InvalidParams, InvalidRequest, MethodNotFound
 from gateway.metrics import Metrics
-from gateway.policy import Rules
+from gateway.policy import Viewer
 from gateway.protocol.eras import for_client
 from gateway.protocol.jsonrpc import Notification, Request
 from gateway.protocol.modern import (
@@ -141,7 +141,7 @@ class PromptService:
             capabilities["completions"] = {}
         return capabilities
 
-    async def modern(self, request: Request, notify: Notify, *, viewer: Rules | None) -> dict[str, Any]:
+    async def modern(self, request: Request, notify: Notify, *, viewer: Viewer | None) -> dict[str, Any]:
         """A stateless (2026-07-28) request: its envelope says everything, no session is consulted."""
         envelope = read_envelope(request.params)
         check_version(envelope)
@@ -163,7 +163,7 @@ class PromptService:
         method: str,
         params: dict[str, Any] | None,
         *,
-        viewer: Rules | None,
+        viewer: Viewer | None,
         notify: Notify,
         completions: bool,
         modern: bool,
@@ -221,7 +221,7 @@ class ClientSession:
         service: PromptService,
         *,
         on_list_changed: Callable[[], None],
-        viewer: Rules | None = None,
+        viewer: Viewer | None = None,
         session_id: str | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:

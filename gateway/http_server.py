@@ -17,7 +17,7 @@ import asyncio
 import hmac
 import secrets
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
@@ -36,9 +36,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.access_tokens import AccessTokenValidator, IssuerUnavailable, TokenRejected
 from gateway.config import ServerSettings, TokenSettings
 from gateway.errors import ClientError, GatewayError
 from gateway.fair_share import FairShare, default_share
+from gateway.protected_resource import challenge, metadata_document, metadata_paths
 from gateway.protocol.jsonrpc import (
     Batch,
     ErrorResponse,
@@ -180,6 +182,19 @@ def _matches(value: str, patterns: Sequence[str], *, with_scheme: bool) -> bool:
     return False
 
 
+class Caller(str):
+    """Who a request comes from: a static token's name, or an access token's subject. A ``str`` (that
+    name), so every share and session keyed by who keeps working; ``claims`` (None for a static token)
+    ride along for the views made from them."""
+
+    claims: Mapping[str, Any] | None
+
+    def __new__(cls, name: str, claims: Mapping[str, Any] | None = None) -> Caller:
+        caller = super().__new__(cls, name)
+        caller.claims = claims
+        return caller
+
+
 class Guard:
     """DNS-rebinding protection and authentication, applied to every request before anything else."""
 
@@ -192,35 +207,63 @@ class Guard:
             hosts = [f"{h}:*" for h in _LOOPBACK_NAMES] + list(_LOOPBACK_NAMES)
         self._hosts = hosts
         self._tokens: tuple[TokenSettings, ...] = settings.tokens
+        self._auth = settings.auth
+        self._validator = AccessTokenValidator(settings.auth) if settings.auth is not None else None
         # Every request asks the same one or two questions: the answers are kept (bounded: the values
         # come from clients) instead of parsing URLs per request.
         self._host_allowed = lru_cache(maxsize=256)(partial(_matches, patterns=hosts, with_scheme=False))
         self._origin_allowed = lru_cache(maxsize=256)(partial(_matches, patterns=self._origins, with_scheme=True))
 
-    def check(self, request: HttpRequest) -> tuple[str | None, Response | None]:
-        """(principal, None) when the request may proceed, else (None, the refusal)."""
+    async def check(self, request: HttpRequest) -> tuple[Caller | None, Response | None]:
+        """(caller, None) when the request may proceed, else (None, the refusal)."""
         host = _headers(request).get("host", "")
         if self._hosts and not self._host_allowed(host):
             return None, _plain(421, f"Invalid Host header: {host!r}")
         origin = _headers(request).get("origin")
         if origin is not None and not self._origin_allowed(origin):
             return None, _plain(403, f"Forbidden: Origin {origin!r} is not allowed")
-        if not self._tokens:
+        if not self._tokens and self._auth is None:
             return None, None
         scheme, _, presented = _headers(request).get("authorization", "").partition(" ")
-        challenge = 'Bearer realm="mcp-prompt-gateway"'
         if scheme.lower() != "bearer" or not presented.strip():
-            return None, _plain(401, "Unauthorized: a bearer token is required", **{"WWW-Authenticate": challenge})
-        principal = None
-        candidate = presented.strip().encode()
+            return None, self._unauthorized("Unauthorized: a bearer token is required", None)
+        candidate = presented.strip()
+        name = None
         for token in self._tokens:  # every token is compared, so timing says nothing about which matched
-            if hmac.compare_digest(candidate, token.token.encode()):
-                principal = token.name
-        if principal is None:
-            return None, _plain(
-                401, "Unauthorized: invalid token", **{"WWW-Authenticate": f'{challenge}, error="invalid_token"'}
-            )
-        return principal, None
+            if hmac.compare_digest(candidate.encode(), token.token.encode()):
+                name = token.name
+        if name is not None:
+            return Caller(name), None
+        if self._validator is None:
+            return None, self._unauthorized("Unauthorized: invalid token", "invalid_token")
+        return await self._check_access_token(candidate)
+
+    async def _check_access_token(self, token: str) -> tuple[Caller | None, Response | None]:
+        assert self._validator is not None  # noqa: S101 - only with [server.auth]
+        assert self._auth is not None  # noqa: S101
+        try:
+            access = await self._validator.validate(token)
+        except TokenRejected as exc:
+            log.info("token_rejected", reason=str(exc))
+            return None, self._unauthorized(f"Unauthorized: invalid token: {exc}", "invalid_token", str(exc))
+        except IssuerUnavailable as exc:
+            log.warning("issuer_unavailable", error=str(exc))
+            unreachable = "Service Unavailable: the token's issuer cannot be reached"
+            return None, _plain(503, unreachable, **{"Retry-After": "5"})
+        missing = [scope for scope in self._auth.scopes_required if scope not in access.scopes]
+        if missing:
+            reason = f"the token lacks the scope {' '.join(missing)}"
+            header = challenge(self._auth, error="insufficient_scope", description=reason)
+            return None, _plain(403, f"Forbidden: {reason}", **{"WWW-Authenticate": header})
+        name = access.subject if len(self._auth.issuers) == 1 else f"{access.issuer} {access.subject}"
+        return Caller(name, access.claims), None
+
+    def _unauthorized(self, message: str, error: str | None, description: str | None = None) -> Response:
+        if self._auth is not None:
+            header = challenge(self._auth, error=error, description=description)
+        else:
+            header = 'Bearer realm="mcp-prompt-gateway"' + (f', error="{error}"' if error else "")
+        return _plain(401, message, **{"WWW-Authenticate": header})
 
 
 _HEADERS_KEY = "gateway.headers"
@@ -318,6 +361,15 @@ class HttpFrontend:
             Route(s.messages_path, self._legacy_message, methods=["POST"]),
             *extra_routes,
         ]
+        if s.auth is not None:  # RFC 9728: where clients learn which authorization servers issue tokens here
+            document = metadata_document(s.auth)
+
+            async def protected_resource_metadata(request: HttpRequest) -> Response:
+                return JSONResponse(document, headers={"Cache-Control": "max-age=3600"})
+
+            routes += [
+                Route(path, protected_resource_metadata, methods=["GET"]) for path in metadata_paths(s.auth.resource)
+            ]
         routed = Starlette(routes=routes)
 
         async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -411,7 +463,7 @@ class HttpFrontend:
     # ---- Streamable HTTP ----------------------------------------------------------------------
 
     async def _mcp(self, request: HttpRequest) -> Response:
-        principal, refusal = self._guard.check(request)
+        principal, refusal = await self._guard.check(request)
         if refusal is not None:
             return refusal
         if request.method == "POST":
@@ -652,7 +704,7 @@ class HttpFrontend:
     # ---- legacy HTTP+SSE (2024-11-05) ---------------------------------------------------------
 
     async def _legacy_stream(self, request: HttpRequest) -> Response:
-        principal, refusal = self._guard.check(request)
+        principal, refusal = await self._guard.check(request)
         if refusal is not None:
             return refusal
         session = self._new_session(principal, legacy=True)
@@ -669,7 +721,7 @@ class HttpFrontend:
         return self._stream(session, events(), on_close=lambda: self._end(session, "stream closed"), counted=True)
 
     async def _legacy_message(self, request: HttpRequest) -> Response:
-        principal, refusal = self._guard.check(request)
+        principal, refusal = await self._guard.check(request)
         if refusal is not None:
             return refusal
         session = self._lookup(request, principal, request.query_params.get("session_id"))

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 import re
 import string
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import regex
 from confusable_homoglyphs import confusables
@@ -133,6 +135,11 @@ class Rules:
         object.__setattr__(self, "_deny", _compile(self.deny))
         object.__setattr__(self, "_deny_skeleton", _compile(skeleton(p, self.separator) for p in self.deny))
 
+    @property
+    def key(self) -> str:
+        """Stable across processes and reloads for the same rules (a cursor carries it)."""
+        return _rules_key(self.allow, self.deny)
+
     def denies(self, name: str) -> bool:
         if self._deny is None or self._deny_skeleton is None:
             return False
@@ -154,3 +161,35 @@ class Rules:
 
 
 ALLOW_ALL = Rules()
+
+
+@functools.lru_cache(maxsize=1024)
+def _rules_key(allow: tuple[str, ...], deny: tuple[str, ...]) -> str:
+    digest = hashlib.sha256(repr((allow, deny)).encode()).hexdigest()
+    return digest[:8]
+
+
+class Viewer(Protocol):
+    """What one caller may see: a static token's rules, or every view a person's token matches."""
+
+    @property
+    def key(self) -> str:
+        """Tells views apart (a listing cursor minted under one view is refused under another)."""
+
+    def allows(self, name: str) -> bool: ...
+
+    def may_allow_under(self, prefix: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """Several rules at once: a name is visible only if every one allows it (deny wins everywhere)."""
+
+    rules: tuple[Rules, ...]
+    key: str
+
+    def allows(self, name: str) -> bool:
+        return all(rule.allows(name) for rule in self.rules)
+
+    def may_allow_under(self, prefix: str) -> bool:
+        return all(rule.may_allow_under(prefix) for rule in self.rules)

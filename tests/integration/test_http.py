@@ -395,4 +395,4 @@ def test_serve_refuses_an_unauthenticated_non_loopback_bind(tmp_path: Path) -> N
         check=False,
     )
     assert result.returncode == 2
-    assert "no server.tokens are set" in result.stderr
+    assert "neither server.tokens nor server.auth is set" in result.stderr

@@ -1,0 +1,271 @@
+"""The gateway as an OAuth 2.1 resource server, against a real OpenID Provider (npm oidc-provider) issuing
+real signed JWT access tokens: metadata and challenges, the official SDK's OAuth client, refused tokens,
+key rotation, and per-person views from token claims."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import jwt
+import mcp.types as t
+import pytest
+from cryptography.hazmat.primitives import serialization
+from mcp import Client, MCPError
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from tests.integration.helpers import HTTP_HEADERS, INITIALIZE, running_gateway
+from tests.integration.identity import Provider, SigningKey, client_credentials_token, oidc_provider, signing_key
+from tests.integration.services import free_port
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+ALICE = {"client_id": "alice", "client_secret": "alice-secret-0123456789", "groups": ["eng"]}
+BOB = {"client_id": "bob", "client_secret": "bob-secret-0123456789ab", "groups": ["sales"]}
+OUTSIDER = {"client_id": "mallory", "client_secret": "mallory-secret-012345678", "scope": "prompts:admin"}
+
+
+@dataclass
+class Setup:
+    url: str  # the MCP endpoint, which is also the resource tokens are issued for
+    base: str
+    provider: Provider
+    key: SigningKey
+    config: Path
+
+
+def gateway_toml(port: int, issuer: str, *, page_size: int = 100, refresh_s: float = 60) -> str:
+    python = json.dumps(sys.executable)
+    return f"""
+[gateway]
+page_size = {page_size}
+[server]
+transport = "http"
+port = {port}
+[server.auth]
+resource = "http://127.0.0.1:{port}/mcp"
+scopes_required = ["prompts:read"]
+jwks_refresh_min_s = {refresh_s}
+[[server.auth.issuers]]
+issuer = "{issuer}"
+[[server.views]]
+name = "outsiders"
+match = {{ claim = "groups", none_of = ["eng"] }}
+policy = {{ allow = ["*"], deny = ["eng__*"] }}
+[[upstreams]]
+namespace = "writing"
+command = {python}
+args = ["-m", "gateway.demo.writing"]
+[[upstreams]]
+namespace = "eng"
+command = {python}
+args = ["-m", "gateway.demo.engineering"]
+"""
+
+
+@asynccontextmanager
+async def identity_setup(tmp_path: Path, *, page_size: int = 100, refresh_s: float = 60) -> AsyncIterator[Setup]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    key = signing_key("key-1")
+    async with oidc_provider(tmp_path, resource=url, keys=[key], clients=[ALICE, BOB, OUTSIDER]) as provider:
+        config = tmp_path / "gateway.toml"
+        config.write_text(gateway_toml(port, provider.issuer, page_size=page_size, refresh_s=refresh_s))
+        async with running_gateway(config):
+            yield Setup(url, f"http://127.0.0.1:{port}", provider, key, config)
+
+
+async def token_for(setup: Setup, client: dict[str, Any], scope: str = "prompts:read") -> str:
+    return await client_credentials_token(
+        setup.provider, client["client_id"], client["client_secret"], setup.url, scope
+    )
+
+
+async def initialize(url: str, token: str | None) -> httpx.Response:
+    headers = dict(HTTP_HEADERS) | ({"Authorization": f"Bearer {token}"} if token else {})
+    async with httpx.AsyncClient() as http:
+        return await http.post(url, json=INITIALIZE, headers=headers)
+
+
+async def test_metadata_and_challenges_lead_clients_to_the_provider(tmp_path: Path) -> None:
+    async with identity_setup(tmp_path) as setup:
+        refused = await initialize(setup.url, None)
+        assert refused.status_code == 401
+        metadata_url = f"{setup.base}/.well-known/oauth-protected-resource/mcp"
+        challenge = refused.headers["www-authenticate"]
+        assert challenge.startswith("Bearer ")
+        assert f'resource_metadata="{metadata_url}"' in challenge
+        assert 'scope="prompts:read"' in challenge
+        async with httpx.AsyncClient() as http:
+            for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
+                document = (await http.get(f"{setup.base}{path}")).json()
+                assert document["resource"] == setup.url
+                assert document["authorization_servers"] == [setup.provider.issuer]
+                assert document["scopes_supported"] == ["prompts:read"]
+            legacy = await http.get(f"{setup.base}/sse", headers={"Accept": "text/event-stream"})
+        assert legacy.status_code == 401
+        assert f'resource_metadata="{metadata_url}"' in legacy.headers["www-authenticate"]
+        accepted = await initialize(setup.url, await token_for(setup, ALICE))
+        assert accepted.status_code == 200, accepted.text
+        no_scope = await initialize(setup.url, await token_for(setup, OUTSIDER, scope="prompts:admin"))
+        assert no_scope.status_code == 403
+        assert 'error="insufficient_scope"' in no_scope.headers["www-authenticate"]
+
+
+class MemoryTokens:
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@asynccontextmanager
+async def oauth_client(setup: Setup, who: dict[str, Any]) -> AsyncIterator[Client]:
+    """The official SDK client with its OAuth support: it starts from the 401, reads the metadata,
+    finds the provider, gets a token by client credentials and retries."""
+    auth = ClientCredentialsOAuthProvider(
+        server_url=setup.url,
+        storage=MemoryTokens(),
+        client_id=who["client_id"],
+        client_secret=who["client_secret"],
+        scope="prompts:read",
+        issuer=setup.provider.issuer,
+    )
+    async with (
+        httpx2.AsyncClient(auth=auth) as http,
+        Client(streamable_http_client(setup.url, http_client=http), mode="legacy", cache=None) as client,
+    ):
+        yield client
+
+
+async def test_two_people_see_what_their_groups_allow_and_nothing_of_the_rest(tmp_path: Path) -> None:
+    async with (
+        identity_setup(tmp_path, page_size=2) as setup,
+        oauth_client(setup, ALICE) as alice,
+        oauth_client(setup, BOB) as bob,
+    ):
+        everything = await all_names(alice)
+        assert {"writing__summarize", "eng__code_review"} <= set(everything)
+        bobs = await all_names(bob)
+        assert bobs == [n for n in everything if not n.startswith("eng__")]
+        review = await alice.get_prompt("eng__code_review", {"code": "x = 1"})
+        assert review.messages
+        with pytest.raises(MCPError) as hidden:
+            await bob.get_prompt("eng__code_review", {"code": "x = 1"})
+        assert (hidden.value.error.code, hidden.value.error.message) == (
+            -32602,
+            "Unknown prompt: eng__code_review",
+        )
+        with pytest.raises(MCPError) as not_completed:
+            await bob.complete(
+                t.PromptReference(type="ref/prompt", name="eng__code_review"), {"name": "language", "value": "p"}
+            )
+        assert not_completed.value.error.message == "Unknown prompt: eng__code_review"
+        alices_page = await alice.list_prompts()
+        assert alices_page.next_cursor is not None
+        with pytest.raises(MCPError) as foreign:
+            await bob.list_prompts(cursor=alices_page.next_cursor)  # a cursor minted for another view
+        assert foreign.value.error.message == "Invalid cursor"
+
+
+async def all_names(client: Client) -> list[str]:
+    names: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_prompts(cursor=cursor)
+        names += [p.name for p in page.prompts]
+        if page.next_cursor is None:
+            return names
+        cursor = page.next_cursor
+
+
+def _b64(data: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+async def test_tokens_a_resource_server_must_refuse_are_refused(tmp_path: Path) -> None:
+    async with identity_setup(tmp_path) as setup:
+        real = await token_for(setup, ALICE)
+        claims = jwt.decode(real, options={"verify_signature": False})
+        now = int(time.time())
+        public_pem = setup.key.private.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        head, body, signature = real.split(".")
+        tampered = f"{head}.{_b64({**claims, 'groups': ['eng', 'admin']})}.{signature}"
+        stranger = signing_key("key-1")  # the same kid, another key: a forged signature
+        cases = {
+            "expired": setup.key.sign({**claims, "iat": now - 3600, "exp": now - 600}),
+            "not yet valid": setup.key.sign({**claims, "nbf": now + 600}),
+            "wrong audience": setup.key.sign({**claims, "aud": "https://elsewhere.example/mcp"}),
+            "wrong issuer": setup.key.sign({**claims, "iss": "https://idp.example"}),
+            "alg none": f"{_b64({'alg': 'none', 'typ': 'JWT'})}.{body}.",
+            "HS256 keyed with the public key": _hs256_with(public_pem, claims),
+            "tampered": tampered,
+            "unknown kid": signing_key("key-unknown").sign(claims),
+            "forged signature": stranger.sign(claims),
+            "no expiry": setup.key.sign({k: v for k, v in claims.items() if k != "exp"}),
+        }
+        for case, token in cases.items():
+            answer = await initialize(setup.url, token)
+            assert answer.status_code == 401, case
+            assert 'error="invalid_token"' in answer.headers["www-authenticate"], case
+        other_key = signing_key("other-1")
+        async with oidc_provider(tmp_path / "other", resource=setup.url, keys=[other_key], clients=[ALICE]) as other:
+            foreign = await client_credentials_token(
+                other, ALICE["client_id"], ALICE["client_secret"], setup.url, "prompts:read"
+            )
+        answer = await initialize(setup.url, foreign)
+        assert answer.status_code == 401
+        assert "not a configured issuer" in answer.text
+
+
+def _hs256_with(secret: bytes, claims: dict[str, Any]) -> str:
+    """HS256 keyed with the public key's PEM: the forgery a verifier that lets the token pick the
+    algorithm falls for. PyJWT refuses to make one, so it is made by hand (hashlib's HMAC)."""
+    import hashlib
+    import hmac
+
+    signing_input = f"{_b64({'alg': 'HS256', 'typ': 'JWT', 'kid': 'key-1'})}.{_b64(claims)}"
+    mac = hmac.new(secret, signing_input.encode(), hashlib.sha256).digest()
+    return f"{signing_input}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+
+
+async def test_a_key_rotation_at_the_provider_is_followed_without_a_restart(tmp_path: Path) -> None:
+    port, provider_port = free_port(), free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    old, new = signing_key("2026-old"), signing_key("2026-new")
+    config = tmp_path / "gateway.toml"
+    config.write_text(gateway_toml(port, f"http://127.0.0.1:{provider_port}", refresh_s=0))
+    secret = (ALICE["client_id"], ALICE["client_secret"])
+    async with running_gateway(config):
+        async with oidc_provider(tmp_path / "a", resource=url, keys=[old], clients=[ALICE], port=provider_port) as a:
+            before = await client_credentials_token(a, *secret, url, "prompts:read")
+            assert (await initialize(url, before)).status_code == 200
+        async with oidc_provider(tmp_path / "b", resource=url, keys=[new], clients=[ALICE], port=provider_port) as b:
+            after = await client_credentials_token(b, *secret, url, "prompts:read")
+            assert jwt.get_unverified_header(after)["kid"] == "2026-new"
+            assert (await initialize(url, after)).status_code == 200  # the keys were fetched again
+            assert (await initialize(url, before)).status_code == 401  # and the retired key is gone
