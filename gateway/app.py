@@ -21,6 +21,7 @@ import uvicorn
 from anyio.abc import TaskGroup
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from gateway.audit import AuditTrail
 from gateway.catalog import Catalog, Mount
 from gateway.client_requests import ClientRequestRelay
 from gateway.config import Config, HttpUpstream, ServerSettings, StdioUpstream
@@ -70,12 +71,14 @@ class Gateway:
         self._viewers = self._token_rules(config)
         self._claim_views = ClaimViews(config.server.views, config.gateway.namespace_separator)
         self.catalog = self._build_catalog(config)
+        self.audit = AuditTrail(config.server.audit)
         self.service = PromptService(
             self.current_catalog,
             completions=self.offers_completions,
             hub=self.hub,
             metrics=self.metrics,
             warm_up=self.first_attempts,
+            audit=self.audit,
         )
         self._warm = False
         self._warm_until = 0.0
@@ -243,6 +246,7 @@ async def run_gateway(config: Config, *, settle: bool = False) -> AsyncIterator[
             yield gateway
         finally:
             tg.cancel_scope.cancel()
+            gateway.audit.close()
 
 
 async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: anyio.Event | None = None) -> None:
@@ -253,7 +257,7 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
     def list_changed() -> None:
         due.set()
 
-    session = ClientSession(gateway.service, on_list_changed=list_changed)
+    session = ClientSession(gateway.service, on_list_changed=list_changed, who="stdio")
     peer: RpcPeer | None = None
 
     async def ask_client(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -339,13 +343,14 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
             viewer=gateway.viewer_for(principal),
             session_id=session_id[:8],
             on_close=lambda: gateway.hub.discard(session),
+            who=principal,
         )
         session.ask_client = _as_relay(ask)
         gateway.hub.add(session)
         return session
 
     async def stateless(request: Request, notify: Notify, principal: str | None) -> dict[str, Any]:
-        return await gateway.service.modern(request, notify, viewer=gateway.viewer_for(principal))
+        return await gateway.service.modern(request, notify, viewer=gateway.viewer_for(principal), who=principal)
 
     return HttpFrontend(
         gateway.config.server,
@@ -353,6 +358,7 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
         stateless=stateless,
         max_message_bytes=gateway.config.gateway.max_message_bytes,
         max_in_flight=gateway.config.gateway.max_requests_per_session,
+        on_refused=lambda status, reason: gateway.audit.refused(status, reason),
     )
 
 

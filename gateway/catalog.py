@@ -283,6 +283,15 @@ class Catalog:
 
     # ---- visibility ----------------------------------------------------------------------------
 
+    def upstream_of(self, public: str | None) -> str | None:
+        """The namespace a public prompt name is served from, as far as its name says (for the audit)."""
+        if public is None:
+            return None
+        for mount in self.mounts:
+            if mount.prefix and public.startswith(mount.prefix):
+                return mount.namespace
+        return None
+
     def shows_upstream(self, i: int, viewer: Viewer | None) -> bool:
         """Whether the caller may learn of upstream ``i`` (that it is down, say): some prompt it last
         listed is visible to the caller or, before it ever listed, the rules could show some name of it."""

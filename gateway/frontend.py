@@ -26,6 +26,7 @@ import anyio
 import structlog
 
 from gateway import __version__
+from gateway.audit import AUDITED, AuditTrail, prompt_of
 from gateway.catalog import Catalog
 from gateway.client_requests import Ask, asking
 from gateway.errors import InvalidParams, InvalidRequest, MethodNotFound
@@ -128,8 +129,10 @@ class PromptService:
         hub: Hub,
         metrics: Metrics | None = None,
         warm_up: Callable[[], Awaitable[None]] | None = None,
+        audit: AuditTrail | None = None,
     ) -> None:
         self._catalog = catalog
+        self._audit = audit
         self._warm_up = warm_up
         self.offers_completions = completions
         self._hub = hub
@@ -141,7 +144,9 @@ class PromptService:
             capabilities["completions"] = {}
         return capabilities
 
-    async def modern(self, request: Request, notify: Notify, *, viewer: Viewer | None) -> dict[str, Any]:
+    async def modern(
+        self, request: Request, notify: Notify, *, viewer: Viewer | None, who: str | None = None
+    ) -> dict[str, Any]:
         """A stateless (2026-07-28) request: its envelope says everything, no session is consulted."""
         envelope = read_envelope(request.params)
         check_version(envelope)
@@ -154,7 +159,13 @@ class PromptService:
         else:
             await self.warm_up()  # what it offers (completions) depends on the upstreams
             result = await self.serve(
-                method, request.params, viewer=viewer, notify=notify, completions=self.offers_completions(), modern=True
+                method,
+                request.params,
+                viewer=viewer,
+                notify=notify,
+                completions=self.offers_completions(),
+                modern=True,
+                who=who,
             )
         return for_client(method, result, envelope.version, SERVER_INFO)
 
@@ -168,9 +179,26 @@ class PromptService:
         completions: bool,
         modern: bool,
         ask: Ask | None = None,
+        who: str | None = None,
     ) -> dict[str, Any]:
         """The result of a method both eras share, in the newest shape (``for_client`` adapts it)."""
         await self.warm_up()
+        if self._audit is not None and method in AUDITED:
+            upstream = self._catalog().upstream_of(prompt_of(method, params))
+            with self._audit.request(who, method, params, upstream):
+                return await self._serve(method, params, viewer, notify, completions, modern, ask)
+        return await self._serve(method, params, viewer, notify, completions, modern, ask)
+
+    async def _serve(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        viewer: Viewer | None,
+        notify: Notify,
+        completions: bool,
+        modern: bool,
+        ask: Ask | None,
+    ) -> dict[str, Any]:
         catalog = self._catalog()
         if method == "server/discover":
             return {
@@ -224,8 +252,10 @@ class ClientSession:
         viewer: Viewer | None = None,
         session_id: str | None = None,
         on_close: Callable[[], None] | None = None,
+        who: str | None = None,
     ) -> None:
         self._service = service
+        self._who = who
         self._completions = False  # fixed at initialize: capabilities do not change within a session
         self._viewer = viewer
         self.state: SessionState = "new"
@@ -241,7 +271,7 @@ class ClientSession:
     async def handle_request(self, request: Request, notify: Notify) -> dict[str, Any]:
         with self._service.observe(request.method):
             if request.method != "initialize" and carries_envelope(request.params):
-                return await self._service.modern(request, notify, viewer=self._viewer)
+                return await self._service.modern(request, notify, viewer=self._viewer, who=self._who)
             return await self._handle_legacy(request, notify)
 
     async def _handle_legacy(self, request: Request, notify: Notify) -> dict[str, Any]:
@@ -268,6 +298,7 @@ class ClientSession:
             completions=self._completions,
             modern=False,
             ask=self._ask,
+            who=self._who,
         )
         return for_client(method, result, self.protocol_version, SERVER_INFO)
 

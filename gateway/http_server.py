@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -331,14 +332,17 @@ class HttpFrontend:
         stateless: Stateless,
         max_message_bytes: int,
         max_in_flight: int = 64,
+        on_refused: Callable[[int, str], None] | None = None,
     ) -> None:
         self.settings = settings
         self._factory = factory
         self._stateless = stateless
+        self._on_refused = on_refused
         # Sessions, stateless requests and stateless streams (listen, progress) are bounded apart, each by
         # max_sessions (a stateless request costs what a session does) with a share per token inside it:
         # idle listen streams cannot starve requests, nor one token everyone else.
-        share = settings.max_sessions_per_identity or default_share(settings.max_sessions, len(settings.tokens))
+        identities = len(settings.tokens) + (2 if settings.auth is not None else 0)  # OAuth: people, many
+        share = settings.max_sessions_per_identity or default_share(settings.max_sessions, identities)
         self._session_share = FairShare(settings.max_sessions, share)
         self._request_share = FairShare(settings.max_sessions, share)
         self._stream_share = FairShare(settings.max_sessions, share)
@@ -413,6 +417,16 @@ class HttpFrontend:
             session.endpoint.close()
             log.info("session_ended", session=session.id[:8], reason=reason)
 
+    def _refused(self, refusal: Response) -> Response:
+        """A request refused before it was read (Host, Origin, credentials): audited, then answered."""
+        if self._on_refused is not None:
+            try:
+                reason = str(json.loads(bytes(refusal.body))["error"]["message"])
+            except (ValueError, KeyError, TypeError):
+                reason = "refused"
+            self._on_refused(refusal.status_code, reason)
+        return refusal
+
     def _new_session(self, principal: str | None, *, legacy: bool) -> HttpSession | Response:
         if self._session_share.refusal(principal) is not None:
             self.expire_idle()
@@ -465,7 +479,7 @@ class HttpFrontend:
     async def _mcp(self, request: HttpRequest) -> Response:
         principal, refusal = await self._guard.check(request)
         if refusal is not None:
-            return refusal
+            return self._refused(refusal)
         if request.method == "POST":
             return await self._post(request, principal)
         version = _headers(request).get("mcp-protocol-version")
@@ -706,7 +720,7 @@ class HttpFrontend:
     async def _legacy_stream(self, request: HttpRequest) -> Response:
         principal, refusal = await self._guard.check(request)
         if refusal is not None:
-            return refusal
+            return self._refused(refusal)
         session = self._new_session(principal, legacy=True)
         if isinstance(session, Response):
             return session
@@ -723,7 +737,7 @@ class HttpFrontend:
     async def _legacy_message(self, request: HttpRequest) -> Response:
         principal, refusal = await self._guard.check(request)
         if refusal is not None:
-            return refusal
+            return self._refused(refusal)
         session = self._lookup(request, principal, request.query_params.get("session_id"))
         if isinstance(session, Response):
             return session

@@ -45,15 +45,18 @@ class Setup:
     config: Path
 
 
-def gateway_toml(port: int, issuer: str, *, page_size: int = 100, refresh_s: float = 60) -> str:
+def gateway_toml(
+    port: int, issuer: str, *, page_size: int = 100, refresh_s: float = 60, audit: Path | None = None
+) -> str:
     python = json.dumps(sys.executable)
+    audit_table = f"[server.audit]\nfile = {json.dumps(str(audit))}\n" if audit else ""
     return f"""
 [gateway]
 page_size = {page_size}
 [server]
 transport = "http"
 port = {port}
-[server.auth]
+{audit_table}[server.auth]
 resource = "http://127.0.0.1:{port}/mcp"
 scopes_required = ["prompts:read"]
 jwks_refresh_min_s = {refresh_s}
@@ -76,12 +79,17 @@ args = ["-m", "gateway.demo.engineering"]
 
 @asynccontextmanager
 async def identity_setup(tmp_path: Path, *, page_size: int = 100, refresh_s: float = 60) -> AsyncIterator[Setup]:
+    """A provider, and the gateway trusting it, auditing to ``tmp_path/audit.jsonl``."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     key = signing_key("key-1")
     async with oidc_provider(tmp_path, resource=url, keys=[key], clients=[ALICE, BOB, OUTSIDER]) as provider:
         config = tmp_path / "gateway.toml"
-        config.write_text(gateway_toml(port, provider.issuer, page_size=page_size, refresh_s=refresh_s))
+        config.write_text(
+            gateway_toml(
+                port, provider.issuer, page_size=page_size, refresh_s=refresh_s, audit=tmp_path / "audit.jsonl"
+            )
+        )
         async with running_gateway(config):
             yield Setup(url, f"http://127.0.0.1:{port}", provider, key, config)
 
