@@ -12,7 +12,19 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from gateway.config import GatewaySettings, HttpUpstream, PolicyRules, ServerSettings, StdioUpstream, TokenSettings
+from gateway.config import (
+    AuditSettings,
+    AuthSettings,
+    ClaimMatch,
+    GatewaySettings,
+    HttpUpstream,
+    IssuerSettings,
+    PolicyRules,
+    ServerSettings,
+    StdioUpstream,
+    TokenSettings,
+    ViewSettings,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -27,6 +39,11 @@ MODELS: tuple[type[BaseModel], ...] = (
     StdioUpstream,
     HttpUpstream,
     PolicyRules,
+    AuthSettings,
+    IssuerSettings,
+    ViewSettings,
+    ClaimMatch,
+    AuditSettings,
 )
 
 # Commands the README shows that a test cannot run, and why.
