@@ -228,10 +228,11 @@ async def load_http(
     total: int,
     budget_s: float,
     cpu_of: dict[str, int],
+    headers: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A load on ``url`` from a fresh HTTP client's session: made by wrk where installed (for ``budget_s``),
     else by the Python client (``total`` requests or ``budget_s``, whichever ends first)."""
-    async with http_client(url, modern=modern) as client:
+    async with http_client(url, modern=modern, headers=headers) as client:
         if not use_wrk:
             return await load(client, name, concurrency=concurrency, total=total, budget_s=budget_s, cpu_of=cpu_of)
         seconds = max(1, round(budget_s))
@@ -444,6 +445,77 @@ async def read_until(stream: Any, marker: bytes) -> None:
     await stream.receive_until(marker, 1 << 20)
 
 
+# ---- 5. access tokens: a JWT (its issuer's keys cached) beside a static token ---------------------------
+
+
+async def bench_auth(quick: bool, use_wrk: bool) -> dict[str, Any]:
+    """Gateway CPU per ``prompts/get`` over HTTP at 16 in flight, authenticated by a JWT access token
+    (signature and claims checked, keys from an issuer served here) beside a static bearer token, same run."""
+    import jwt
+    import uvicorn
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from jwt.algorithms import RSAAlgorithm
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = {**json.loads(RSAAlgorithm.to_jwk(key.public_key())), "kid": "bench", "alg": "RS256", "use": "sig"}
+    issuer_port, gateway_port = free_port(), free_port()
+    issuer = f"http://127.0.0.1:{issuer_port}"
+    resource = f"http://127.0.0.1:{gateway_port}/mcp"
+    metadata = {"issuer": issuer, "jwks_uri": f"{issuer}/jwks"}
+    issuer_app = Starlette(
+        routes=[
+            Route("/.well-known/oauth-authorization-server", lambda _: JSONResponse(metadata)),
+            Route("/jwks", lambda _: JSONResponse({"keys": [public]})),
+        ]
+    )
+    server = uvicorn.Server(uvicorn.Config(issuer_app, host="127.0.0.1", port=issuer_port, log_config=None))
+    static = "bench-static-token-0123456789"
+    claims = {"iss": issuer, "aud": resource, "sub": "bench", "scope": "prompts:read", "exp": int(time.time()) + 3600}
+    access_token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "bench"})
+    upstream = stdio_upstream()
+    lines = [
+        "[server]", 'transport = "http"', f"port = {gateway_port}", "max_connections_per_client = 20000",
+        "[server.auth]", f"resource = {json.dumps(resource)}",
+        "[[server.auth.issuers]]", f"issuer = {json.dumps(issuer)}",
+        "[[server.tokens]]", 'name = "bench"', f"token = {json.dumps(static)}",
+        "[[upstreams]]", 'namespace = "up"', *(f"{k} = {toml(v)}" for k, v in upstream.items()),
+    ]  # fmt: skip
+    seconds = 2 if quick else 8
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "auth.toml"
+        config.write_text("\n".join(lines) + "\n")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve)
+            async with http_gateway(config) as (url, process):
+                measures = {
+                    name: partial(
+                        load_http, url, "up__p00001", modern=False, use_wrk=use_wrk, concurrency=16,
+                        total=500 if quick else 4000, budget_s=seconds, cpu_of={"middle": process.pid},
+                        headers={"Authorization": f"Bearer {token}"},
+                    )
+                    for name, token in (("static token", static), ("JWT", access_token))
+                }  # fmt: skip
+                measured = await in_rounds(measures, 1 if quick else ROUNDS)
+            server.should_exit = True
+    static_cpu = measured["static token"]["cpu_us_per_request"]["middle"]
+    jwt_cpu = measured["JWT"]["cpu_us_per_request"]["middle"]
+    return {
+        "rows": [{"token": name, **row} for name, row in measured.items()],
+        "jwt_vs_static_gateway_cpu_at_16": jwt_cpu / static_cpu,
+    }
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 # ---- 4. start-up: N official-SDK upstreams, ready meaning listed ---------------------------------------
 
 
@@ -546,7 +618,7 @@ def print_report(results: dict[str, Any]) -> None:
             f"{row['transport']:9} {row['target']:10} {row['concurrency']:>4} {row['p50_ms']:>8.2f} "
             f"{row['p99_ms']:>8.2f} {row['rps']:>9.0f} {row.get('failed', 0):>6} {upstream_cpu} {middle_cpu}"
         )
-    for section in ("ratios", "listing", "sessions", "startup"):
+    for section in ("ratios", "listing", "sessions", "startup", "auth"):
         if section not in results:
             continue
         print(f"\n{section}:")
@@ -561,7 +633,7 @@ def print_report(results: dict[str, Any]) -> None:
                     print(f"  {key:45} {item:.3f}" if isinstance(item, float) else f"  {key:45} {item}")
 
 
-SECTIONS = ("gets", "listing", "sessions", "startup")
+SECTIONS = ("gets", "listing", "sessions", "startup", "auth")
 
 
 async def main_async(quick: bool, only: set[str], transports: set[str], use_wrk: bool) -> dict[str, Any]:
@@ -573,6 +645,7 @@ async def main_async(quick: bool, only: set[str], transports: set[str], use_wrk:
         "listing": lambda: bench_listing(quick),
         "sessions": lambda: bench_sessions(quick),
         "startup": lambda: bench_startup(quick),
+        "auth": lambda: bench_auth(quick, use_wrk),
     }
     for name, measure in sections.items():
         if name not in only:

@@ -157,8 +157,12 @@ class _Post:
 
 
 @asynccontextmanager
-async def http_client(url: str, *, modern: bool = False) -> AsyncIterator[HttpClient]:
-    post = _Post(url, {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"})
+async def http_client(
+    url: str, *, modern: bool = False, headers: Mapping[str, str] | None = None
+) -> AsyncIterator[HttpClient]:
+    """A client of ``url``'s session (or stateless, ``modern``), sending ``headers`` with every request."""
+    base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    post = _Post(url, {**base, **(headers or {})})
     try:
         if modern:
             post.headers["MCP-Protocol-Version"] = "2026-07-28"

@@ -18,8 +18,9 @@ import anyio
 import structlog
 
 from gateway import __version__
+from gateway.access_tokens import AccessTokenValidator, IssuerUnavailable
 from gateway.app import Gateway, ensure_safe_exposure, listening_socket, run_gateway, serve_http, serve_stream
-from gateway.config import Config, ServerSettings, load_config
+from gateway.config import AuthSettings, Config, ServerSettings, load_config
 from gateway.errors import ConfigError, UpstreamError
 from gateway.importer import import_client_config
 from gateway.observability import configure_logging
@@ -163,7 +164,30 @@ async def _check(config: Config) -> int:
     print(f"\n{len(visible['prompts'])} prompts visible through the gateway after policy.")
     for collision in collisions:
         print(f"collision: {collision.name} is served from {collision.winner}; {collision.loser}'s is hidden")
+    if config.server.auth is not None:
+        auth_failed = await _check_issuers(config.server.auth)
+        failed = failed or auth_failed
     return EXIT_UPSTREAM_FAILED if failed else EXIT_OK
+
+
+async def _check_issuers(settings: AuthSettings) -> bool:
+    """Each issuer's metadata and keys, fetched as the gateway will: True when one fails."""
+    rows = [["ISSUER", "STATE", "DETAIL"]]
+    failed = False
+    for keys in AccessTokenValidator(settings).issuers:
+        try:
+            loaded = await keys.load()
+        except IssuerUnavailable as exc:
+            rows.append([keys.settings.issuer, "failed", str(exc)])
+            failed = True
+        else:
+            kids = ", ".join(k.key_id or "(no kid)" for k in loaded.keys)
+            rows.append(
+                [keys.settings.issuer, "ready", f"{len(loaded.keys)} keys from {await keys.discover()}: {kids}"]
+            )
+    print()
+    print(_table(rows))
+    return failed
 
 
 def _print_prompts(listing: dict[str, Any]) -> None:

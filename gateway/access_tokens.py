@@ -15,6 +15,8 @@ The algorithm allow-list holds asymmetric algorithms only: never ``none``, never
 from __future__ import annotations
 
 import json
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -107,6 +109,8 @@ class IssuerKeys:
         self._fetched_at: float | None = None
         self._jwks_uri = settings.jwks_uri
         self._lock = anyio.Lock()
+        self.generation = 0
+        """Counts key loads: a token accepted under earlier keys is checked again against new ones."""
 
     async def discover(self) -> str:
         """The issuer's ``jwks_uri``, from its metadata (whose ``issuer`` must be the configured one)."""
@@ -141,6 +145,7 @@ class IssuerKeys:
         except jwt.PyJWKSetError as exc:
             raise IssuerUnavailable(f"{jwks_uri} holds no usable key: {exc}") from exc
         self._keys, self._fetched_at = keys, anyio.current_time()
+        self.generation += 1
         log.info("issuer_keys_loaded", issuer=self.settings.issuer, keys=len(keys.keys))
         return keys
 
@@ -166,15 +171,39 @@ class IssuerKeys:
 
 
 class AccessTokenValidator:
+    """Validates tokens, and remembers the ones it accepted (up to ``CACHE_SIZE``, each until it expires
+    or ``CACHE_TTL_S`` passes): a client sends the same token with every request, and checking an RSA
+    signature each time would cost the gateway more CPU than the request it admits."""
+
+    CACHE_SIZE = 4096
+    CACHE_TTL_S = 300.0
+
     def __init__(self, settings: AuthSettings) -> None:
         self._settings = settings
         self._issuers = {i.issuer: IssuerKeys(i, settings.jwks_refresh_min_s) for i in settings.issuers}
+        self._accepted: OrderedDict[str, tuple[AccessToken, float, int]] = OrderedDict()
 
     @property
     def issuers(self) -> list[IssuerKeys]:
         return list(self._issuers.values())
 
     async def validate(self, token: str) -> AccessToken:
+        remembered = self._accepted.get(token)
+        if remembered is not None:
+            access, until, generation = remembered
+            if time.monotonic() < until and generation == self._issuers[access.issuer].generation:
+                self._accepted.move_to_end(token)
+                return access
+            del self._accepted[token]  # expired, or its issuer's keys changed since: check it afresh
+        access = await self._validate(token)
+        expires_in = float(access.claims["exp"]) - time.time() + self._settings.leeway_s
+        until = time.monotonic() + min(expires_in, self.CACHE_TTL_S)
+        self._accepted[token] = (access, until, self._issuers[access.issuer].generation)
+        if len(self._accepted) > self.CACHE_SIZE:
+            self._accepted.popitem(last=False)
+        return access
+
+    async def _validate(self, token: str) -> AccessToken:
         try:
             header = jwt.get_unverified_header(token)
             unverified = jwt.decode(token, options={"verify_signature": False})

@@ -15,7 +15,7 @@ from gateway.catalog import Catalog, Mount
 from gateway.config import ServerSettings
 from gateway.cursor import CursorCodec
 from gateway.frontend import ClientSession, Hub, PromptService
-from gateway.http_server import HttpFrontend, Push
+from gateway.http_server import Ask, HttpFrontend, Push
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.modern import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 from gateway.rpc import Notify, RpcPeer
@@ -190,7 +190,7 @@ def http_app() -> tuple[Any, list[ClientSession]]:
 
     shared = service()
 
-    def factory(principal: str | None, session_id: str, push: Push) -> ClientSession:
+    def factory(principal: str | None, session_id: str, push: Push, ask: Ask) -> ClientSession:
         session = ClientSession(shared, on_list_changed=lambda: None)
         sessions.append(session)
         return session

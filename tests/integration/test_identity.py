@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 import jwt
@@ -25,7 +26,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from tests.integration.helpers import HTTP_HEADERS, INITIALIZE, running_gateway
+from tests.integration.helpers import HTTP_HEADERS, INITIALIZE, ROOT, gateway_command, running_gateway
 from tests.integration.identity import Provider, SigningKey, client_credentials_token, oidc_provider, signing_key
 from tests.integration.services import free_port
 
@@ -277,3 +278,23 @@ async def test_a_key_rotation_at_the_provider_is_followed_without_a_restart(tmp_
             assert jwt.get_unverified_header(after)["kid"] == "2026-new"
             assert (await initialize(url, after)).status_code == 200  # the keys were fetched again
             assert (await initialize(url, before)).status_code == 401  # and the retired key is gone
+
+
+async def test_check_fetches_each_issuers_keys_and_names_what_fails(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with oidc_provider(tmp_path, resource=url, keys=[signing_key("check-1")], clients=[ALICE]) as provider:
+        good = tmp_path / "good.toml"
+        good.write_text(gateway_toml(port, provider.issuer))
+        result = await anyio.run_process(gateway_command(good, "check"), cwd=ROOT, check=False)
+        output = result.stdout.decode()
+        assert result.returncode == 0, output + result.stderr.decode()
+        assert f"{provider.issuer}  ready  1 keys from {provider.issuer}/jwks: check-1" in output
+        unreachable = f"http://127.0.0.1:{free_port()}"
+        bad = tmp_path / "bad.toml"
+        bad.write_text(gateway_toml(port, unreachable))
+        result = await anyio.run_process(gateway_command(bad, "check"), cwd=ROOT, check=False)
+    assert result.returncode == 1
+    row = next(line for line in result.stdout.decode().splitlines() if line.startswith(unreachable))
+    assert "failed" in row
+    assert "no usable metadata" in row
