@@ -34,7 +34,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 NAMESPACE_PATTERN = r"^[A-Za-z0-9_-]+$"
-_SECRET_PATH = re.compile(r"(^|\.)(token|cursor_secrets?|headers|env)(\[|\.|$)")
+_SECRET_PATH = re.compile(r"(^|\.)(token|cursor_secrets?|headers|env|client_secret)(\[|\.|$)")
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -218,6 +218,17 @@ class StdioUpstream(_Section):
     policy: PolicyRules = PolicyRules()
 
 
+class UpstreamOAuth(_Section):
+    """The gateway's own token for an upstream that is a protected resource itself: OAuth client
+    credentials (RFC 6749 4.4) at ``token_url``, for ``resource`` (RFC 8707; default the upstream URL)."""
+
+    token_url: str = Field(pattern=r"^https?://")
+    client_id: str = Field(min_length=1)
+    client_secret: str = Field(min_length=1)
+    scope: str | None = None
+    resource: str | None = Field(None, pattern=r"^https?://")
+
+
 class HttpUpstream(_Section):
     """A remote upstream. ``proxy`` unset follows the environment (``HTTPS_PROXY``, ``NO_PROXY``...) as
     curl does; ``"none"`` connects directly. ``ca_file`` trusts a private CA; ``client_cert`` (with
@@ -236,6 +247,7 @@ class HttpUpstream(_Section):
     ca_file: str | None = None
     client_cert: str | None = None
     client_key: str | None = None
+    oauth: UpstreamOAuth | None = None
     protocol: Literal["auto", "modern", "legacy"] = "auto"
     policy: PolicyRules = PolicyRules()
 

@@ -52,6 +52,7 @@ from gateway.protocol.versions import (
 )
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
 from gateway.transports.base import MessageStream
+from gateway.transports.client_credentials import ClientCredentialsGrant, UpstreamToken
 from gateway.transports.http_client import HttpTransportError, open_legacy_sse, open_streamable_http
 from gateway.transports.http_options import HTTP_ERRORS, HttpOptions
 from gateway.transports.stdio import ChildSpec, open_child
@@ -87,6 +88,21 @@ itself stays pending for the upstream's whole ``timeout_s``: an answer that come
 STDERR_TAIL_LINES = 5
 
 CLIENT_INFO = {"name": "mcp-prompt-gateway", "version": __version__}
+
+
+def _upstream_token(settings: StdioUpstream | HttpUpstream) -> UpstreamToken | None:
+    """The gateway's own token for an upstream that asks for one (``oauth``), kept across reconnects."""
+    if not isinstance(settings, HttpUpstream) or settings.oauth is None:
+        return None
+    oauth = settings.oauth
+    grant = ClientCredentialsGrant(
+        token_url=oauth.token_url,
+        client_id=oauth.client_id,
+        client_secret=oauth.client_secret,
+        resource=oauth.resource or settings.url,
+        scope=oauth.scope,
+    )
+    return UpstreamToken(grant, _http_options(settings))
 
 
 def _http_options(settings: HttpUpstream) -> HttpOptions:
@@ -185,6 +201,7 @@ class UpstreamConnector:
         on_client_request: Callable[[str, str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.settings = settings
+        self._upstream_token = _upstream_token(settings)
         self.namespace = settings.namespace
         self._on_change = on_change
         self._on_stale = on_stale or on_change  # cached pages may be stale, but nothing changed for clients
@@ -337,11 +354,13 @@ class UpstreamConnector:
                 yield stream, {"pid": process.pid}
         elif settings.transport == "streamable-http":
             async with open_streamable_http(
-                settings.url, _http_options(settings), max_message_bytes=limit
+                settings.url, _http_options(settings), max_message_bytes=limit, token=self._upstream_token
             ) as http_stream:
                 yield http_stream, {"url": _without_credentials(settings.url)}
         else:
-            async with open_legacy_sse(settings.url, _http_options(settings), max_message_bytes=limit) as sse_stream:
+            async with open_legacy_sse(
+                settings.url, _http_options(settings), max_message_bytes=limit, token=self._upstream_token
+            ) as sse_stream:
                 yield sse_stream, {"url": _without_credentials(settings.url)}
 
     async def _connect_and_serve(self) -> None:

@@ -23,6 +23,7 @@ from gateway.config import (
     ServerSettings,
     StdioUpstream,
     TokenSettings,
+    UpstreamOAuth,
     ViewSettings,
 )
 
@@ -44,6 +45,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     ViewSettings,
     ClaimMatch,
     AuditSettings,
+    UpstreamOAuth,
 )
 
 # Commands the README shows that a test cannot run, and why.

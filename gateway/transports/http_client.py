@@ -34,12 +34,14 @@ from yarl import URL
 from gateway.protocol.modern import request_headers
 from gateway.protocol.versions import is_modern
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES
+from gateway.transports.client_credentials import TokenUnavailable, UpstreamToken
 from gateway.transports.http_options import HTTP_ERRORS, HttpOptions, describe, upstream_session
 
 log = structlog.get_logger("gateway.transports.http")
 
 _ACCEPT_BOTH = "application/json, text/event-stream"
 _JSON = {"Content-Type": "application/json"}
+_SSE_GET = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 _MAX_RESUMES = 5
 
 
@@ -114,8 +116,16 @@ class _HttpStream:
     group), and frames received wait in a bounded queue. One aiohttp session per upstream carries every
     request: POSTs, SSE streams, the session's end."""
 
-    def __init__(self, client: aiohttp.ClientSession, url: str, task_group: TaskGroup, max_message_bytes: int) -> None:
+    def __init__(
+        self,
+        client: aiohttp.ClientSession,
+        url: str,
+        task_group: TaskGroup,
+        max_message_bytes: int,
+        token: UpstreamToken | None = None,
+    ) -> None:
         self._client = client
+        self._token = token
         self._url = URL(url)  # where frames are POSTed; parsed once, not per request
         self._tg = task_group
         self._max = max_message_bytes
@@ -134,14 +144,28 @@ class _HttpStream:
     async def send(self, frame: bytes) -> None:
         self._tg.start_soon(self._post, frame)
 
+    async def _authorized(self, headers: dict[str, str]) -> dict[str, str]:
+        """``headers`` with the gateway's own token for this upstream, where it needs one."""
+        if self._token is not None:
+            headers["Authorization"] = await self._token.authorization()
+        return headers
+
     async def _post_frame(self, frame: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
         """POST a frame; the response once its head has arrived. A pooled connection the server (or a
         proxy) closed just as it was taken fails before anything was answered: that one is tried once
-        more, on a fresh connection (aiohttp retries only idempotent methods by itself)."""
+        more, on a fresh connection (aiohttp retries only idempotent methods by itself). A 401 to the
+        gateway's own token is tried once more with a fresh token."""
+        headers = await self._authorized(headers)
         try:
-            return await self._client.post(self._url, data=frame, headers=headers)
+            response = await self._client.post(self._url, data=frame, headers=headers)
         except aiohttp.ServerDisconnectedError:
-            return await self._client.post(self._url, data=frame, headers=headers)
+            response = await self._client.post(self._url, data=frame, headers=headers)
+        if response.status == 401 and self._token is not None:
+            response.release()
+            self._token.rejected(headers["Authorization"])
+            headers = await self._authorized(headers)
+            response = await self._client.post(self._url, data=frame, headers=headers)
+        return response
 
     async def _post(self, frame: bytes) -> None:
         raise NotImplementedError
@@ -231,7 +255,7 @@ class StreamableHttpStream(_HttpStream):
                     await self._read_stream(events_of(response), request_id)
                 else:
                     answer = await self._read_body(response)
-        except (*HTTP_ERRORS, _TooLarge) as exc:
+        except (*HTTP_ERRORS, _TooLarge, TokenUnavailable) as exc:
             if request_id is None:
                 return None
             return _error_frame(request_id, f"HTTP request failed: {describe(exc)}")
@@ -254,7 +278,7 @@ class StreamableHttpStream(_HttpStream):
                 break
             await anyio.sleep((retry_ms or 1000) / 1000)
             headers = {**self._headers("text/event-stream"), "Last-Event-ID": last_id}
-            async with self._client.get(self._url, headers=headers) as resumed:
+            async with self._client.get(self._url, headers=await self._authorized(headers)) as resumed:
                 if resumed.status != 200:
                     break
                 next_id, retry_ms, answered = await self._relay(events_of(resumed), request_id)
@@ -295,7 +319,7 @@ class StreamableHttpStream(_HttpStream):
             if last_id is not None:
                 headers["Last-Event-ID"] = last_id
             try:
-                async with self._client.get(self._url, headers=headers) as response:
+                async with self._client.get(self._url, headers=await self._authorized(headers)) as response:
                     status = response.status
                     if status == 405:
                         return  # the server offers no stream: fine, it can still answer requests
@@ -318,8 +342,15 @@ class StreamableHttpStream(_HttpStream):
         """Tell the server we are done with the session (it may refuse with 405; either is fine)."""
         if self.session_id is not None:
             with suppress(*HTTP_ERRORS), anyio.move_on_after(2):
-                async with self._client.delete(self._url, headers=self._headers("application/json")):
+                headers = await self._authorized(self._headers("application/json"))
+                async with self._client.delete(self._url, headers=headers):
                     pass
+
+
+async def _with_token(token: UpstreamToken | None, headers: dict[str, str]) -> dict[str, str]:
+    if token is not None:
+        headers["Authorization"] = await token.authorization()
+    return headers
 
 
 def _answers(data: bytes, request_id: Any) -> bool:
@@ -331,10 +362,14 @@ def _answers(data: bytes, request_id: Any) -> bool:
 
 @asynccontextmanager
 async def open_streamable_http(
-    url: str, options: HttpOptions, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    url: str,
+    options: HttpOptions,
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    token: UpstreamToken | None = None,
 ) -> AsyncIterator[StreamableHttpStream]:
     async with upstream_session(url, options) as client, anyio.create_task_group() as tg:
-        stream = StreamableHttpStream(client, url, tg, max_message_bytes)
+        stream = StreamableHttpStream(client, url, tg, max_message_bytes, token)
         try:
             yield stream
         finally:
@@ -350,7 +385,7 @@ class LegacySseStream(_HttpStream):
         try:
             async with await self._post_frame(frame, {"Content-Type": "application/json"}) as response:
                 failed, reason = response.status >= 300, _status_problem(response)
-        except HTTP_ERRORS as exc:
+        except (*HTTP_ERRORS, TokenUnavailable) as exc:
             failed, reason = True, f"HTTP request failed: {describe(exc)}"
         if failed and request_id is not None:
             await self._deliver(_error_frame(request_id, reason))
@@ -365,12 +400,18 @@ class LegacySseStream(_HttpStream):
 
 @asynccontextmanager
 async def open_legacy_sse(
-    url: str, options: HttpOptions, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    url: str,
+    options: HttpOptions,
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    token: UpstreamToken | None = None,
 ) -> AsyncIterator[LegacySseStream]:
     """Open the GET stream, wait for its ``endpoint`` event, and POST every frame there."""
     async with (
         upstream_session(url, options) as client,
-        client.get(url, headers={"Accept": "text/event-stream", "Cache-Control": "no-store"}) as response,
+        client.get(
+            url, headers=await _with_token(token, {"Accept": "text/event-stream", "Cache-Control": "no-store"})
+        ) as response,
     ):
         if response.status != 200:
             raise HttpTransportError(f"SSE endpoint answered HTTP {response.status}")
@@ -384,7 +425,7 @@ async def open_legacy_sse(
         if urlsplit(endpoint)[:2] != urlsplit(stream_url)[:2]:
             raise HttpTransportError("the SSE endpoint event points at another origin")
         async with anyio.create_task_group() as tg:
-            stream = LegacySseStream(client, endpoint, tg, max_message_bytes)
+            stream = LegacySseStream(client, endpoint, tg, max_message_bytes, token)
             tg.start_soon(stream.pump, events)
             try:
                 yield stream

@@ -26,7 +26,16 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from tests.integration.helpers import HTTP_HEADERS, INITIALIZE, ROOT, gateway_command, running_gateway
+from tests.integration.helpers import (
+    HTTP_HEADERS,
+    INITIALIZE,
+    ROOT,
+    gateway_command,
+    gateway_params,
+    http_upstream,
+    running_gateway,
+    write_config,
+)
 from tests.integration.identity import Provider, SigningKey, client_credentials_token, oidc_provider, signing_key
 from tests.integration.services import free_port
 
@@ -298,3 +307,37 @@ async def test_check_fetches_each_issuers_keys_and_names_what_fails(tmp_path: Pa
     row = next(line for line in result.stdout.decode().splitlines() if line.startswith(unreachable))
     assert "failed" in row
     assert "no usable metadata" in row
+
+
+async def test_an_upstream_that_is_a_protected_resource_gets_the_gateways_own_token(tmp_path: Path) -> None:
+    """oauth = { ... } on an upstream: the gateway fetches a token by client credentials for the upstream's
+    URL and sends it; the upstream (which checks it against the provider's keys) serves the gateway."""
+    upstream_port = free_port()
+    upstream_url = f"http://127.0.0.1:{upstream_port}/mcp"
+    gateway_client = {"client_id": "gateway", "client_secret": "gateway-secret-0123456789"}
+    keys = [signing_key("upstream-1")]
+    async with oidc_provider(tmp_path, resource=upstream_url, keys=keys, clients=[gateway_client]) as provider:
+        env = {"SERVE_REQUIRE_ISSUER": provider.issuer}
+        async with http_upstream("completing", "streamable-http", port=upstream_port, env=env) as url:
+            async with httpx.AsyncClient() as http:
+                assert (await http.post(url, json=INITIALIZE, headers=HTTP_HEADERS)).status_code == 401
+            oauth = {
+                "token_url": provider.token_endpoint,
+                "client_id": gateway_client["client_id"],
+                "client_secret": gateway_client["client_secret"],
+                "scope": "prompts:read",
+            }
+            protected = {"namespace": "prot", "transport": "streamable-http", "url": url, "oauth": oauth}
+            config = write_config(tmp_path / "c.toml", [protected])
+            async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+                names = {p.name for p in (await client.list_prompts()).prompts}
+                assert "prot__weather" in names
+                weather = await client.get_prompt("prot__weather", {"country": "FR", "city": "Lyon"})
+                assert weather.messages[0].content == t.TextContent(type="text", text="Weather in Lyon, FR (metric)")
+            wrong = {**protected, "oauth": {**oauth, "client_secret": "not-the-secret-0123"}}
+            result = await anyio.run_process(
+                gateway_command(write_config(tmp_path / "w.toml", [wrong]), "check"), cwd=ROOT, check=False
+            )
+    assert result.returncode == 1
+    assert "answered HTTP 401 (invalid_client)" in result.stdout.decode()
+    assert "not-the-secret" not in result.stdout.decode() + result.stderr.decode()

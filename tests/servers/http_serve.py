@@ -7,6 +7,8 @@ line (the socket already accepts connections) instead of polling.
 307 (FastMCP's trailing slash), ``/moved`` 308, ``/found`` 302, and ``/elsewhere`` 307 to another
 origin (``localhost`` instead of ``127.0.0.1``). ``SERVE_TLS_DIR`` serves HTTPS with the ``server.pem``
 and ``server.key`` found there; ``SERVE_CLIENT_CA`` (a CA file) then requires a client certificate it signed.
+``SERVE_REQUIRE_ISSUER`` makes it an OAuth protected resource: every request needs a JWT access token from
+that issuer (its ``/jwks``) for this server's URL, else 401.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import uvicorn
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.sse import SseServerTransport
@@ -62,6 +65,26 @@ def behind_redirects(app: ASGIApp, port: int) -> ASGIApp:
     return routed
 
 
+def requiring_tokens(app: ASGIApp, issuer: str, audience: str) -> ASGIApp:
+    import jwt
+
+    keys = jwt.PyJWKClient(f"{issuer}/jwks")
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            _, _, token = headers.get(b"authorization", b"").decode().partition(" ")
+            try:
+                key = await anyio.to_thread.run_sync(keys.get_signing_key_from_jwt, token)
+                jwt.decode(token, key.key, algorithms=["RS256"], audience=audience, issuer=issuer)
+            except jwt.PyJWTError:
+                await Response(status_code=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def tls_options() -> dict[str, Any]:
     if not (directory := os.environ.get("SERVE_TLS_DIR")):
         return {}
@@ -90,6 +113,8 @@ def main() -> None:
         app = behind_redirects(app, bound) if redirecting else app
     else:
         app = sse_app(server)
+    if issuer := os.environ.get("SERVE_REQUIRE_ISSUER"):
+        app = requiring_tokens(app, issuer, f"http://127.0.0.1:{bound}/mcp")
     print(bound, flush=True)
     config = uvicorn.Config(
         app, log_level="warning", lifespan="on" if transport == "streamable-http" else "off", **tls_options()
