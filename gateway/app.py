@@ -60,7 +60,7 @@ class _Running:
 class Gateway:
     def __init__(self, config: Config, task_group: TaskGroup) -> None:
         self.config = config
-        self.hub = Hub()
+        self.hub = Hub(sees=lambda viewer, namespaces: self.catalog.shows_any(namespaces, viewer))
         self._tg = task_group
         self._progress = ProgressRelay()
         self._client_requests = ClientRequestRelay()
@@ -171,7 +171,7 @@ class Gateway:
 
     def _changed(self, namespace: str) -> None:
         self.catalog.invalidate(namespace)
-        self._debouncer.poke()
+        self._debouncer.poke(namespace)
 
     @staticmethod
     def _secret_for(config: Config, previous: tuple[bytes, ...] | None) -> tuple[bytes, ...]:

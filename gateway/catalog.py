@@ -292,6 +292,10 @@ class Catalog:
                 return mount.namespace
         return None
 
+    def shows_any(self, namespaces: frozenset[str], viewer: Viewer | None) -> bool:
+        """Whether ``viewer`` may see something of any of these upstreams (a list_changed is for it)."""
+        return any(self.shows_upstream(i, viewer) for i, m in enumerate(self.mounts) if m.namespace in namespaces)
+
     def shows_upstream(self, i: int, viewer: Viewer | None) -> bool:
         """Whether the caller may learn of upstream ``i`` (that it is down, say): some prompt it last
         listed is visible to the caller or, before it ever listed, the rules could show some name of it."""

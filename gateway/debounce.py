@@ -23,15 +23,22 @@ class ListChangedDebouncer:
         self._hub = hub
         self._metrics = metrics
         self._due = False
+        self._changed: set[str] | None = set()
         self._wake = anyio.Event()
 
-    def poke(self) -> None:
+    def poke(self, namespace: str | None = None) -> None:
+        """An upstream's list changed (``namespace``), or anything may have (None: a reload)."""
         self._due = True
+        if namespace is None:
+            self._changed = None
+        elif self._changed is not None:
+            self._changed.add(namespace)
         self._wake.set()
 
     def forget(self) -> None:
         """Drop a pending fan-out (start-up: no client has seen a list yet, so nothing changed for anyone)."""
         self._due = False
+        self._changed = set()
 
     async def run(self) -> None:
         while True:
@@ -41,6 +48,7 @@ class ListChangedDebouncer:
             if not self._due:
                 continue  # forgotten while gathering
             self._due = False
-            sessions = self._hub.broadcast_list_changed()
+            changed, self._changed = self._changed, set()
+            sessions = self._hub.broadcast_list_changed(None if changed is None else frozenset(changed))
             self._metrics.list_changed.inc(sessions)
             log.info("list_changed_broadcast", sessions=sessions)

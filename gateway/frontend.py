@@ -60,14 +60,22 @@ KNOWN_METHODS = MODERN_METHODS | {"initialize", "ping"}
 
 
 class Listener(Protocol):
+    @property
+    def viewer(self) -> Viewer | None: ...
+
     def list_changed(self) -> None: ...
+
+
+Sees = Callable[[Viewer, frozenset[str]], bool]
+"""Whether a viewer can see anything served by these upstreams (their namespaces)."""
 
 
 class Subscription:
     """One ``subscriptions/listen`` stream: woken by list changes it asked for, or by the server closing."""
 
-    def __init__(self, *, prompts: bool) -> None:
+    def __init__(self, *, prompts: bool, viewer: Viewer | None = None) -> None:
         self._prompts = prompts
+        self.viewer = viewer
         self._woken = anyio.Event()
         self._pending = False
         self._closing = False
@@ -96,8 +104,9 @@ class Subscription:
 class Hub:
     """The live sessions and subscriptions; ``broadcast_list_changed`` reaches each of them once."""
 
-    def __init__(self) -> None:
+    def __init__(self, sees: Sees | None = None) -> None:
         self._listeners: set[Listener] = set()
+        self._sees = sees
 
     def add(self, listener: Listener) -> None:
         self._listeners.add(listener)
@@ -108,10 +117,23 @@ class Hub:
     def __len__(self) -> int:
         return len(self._listeners)
 
-    def broadcast_list_changed(self) -> int:
+    def broadcast_list_changed(self, changed: frozenset[str] | None = None) -> int:
+        """Tell every listener that may see something of the ``changed`` upstreams (None: any may have
+        changed). A listener whose view shows nothing of them is not told: a change it cannot see is
+        none of its business, and the notification alone would say that something hidden moved."""
+        told = 0
         for listener in self._listeners:
+            viewer = listener.viewer
+            if (
+                changed is not None
+                and viewer is not None
+                and self._sees is not None
+                and not self._sees(viewer, changed)
+            ):
+                continue
             listener.list_changed()
-        return len(self._listeners)
+            told += 1
+        return told
 
     def close_subscriptions(self) -> None:
         """Shutting down: every listen stream answers its request (a graceful end) and closes."""
@@ -155,7 +177,7 @@ class PromptService:
             removed = " (removed in 2026-07-28)" if method in _REMOVED_IN_MODERN else ""
             raise MethodNotFound(f"Method not found: {method}{removed}")
         if method == "subscriptions/listen":
-            result = await self._listen(request, notify)
+            result = await self._listen(request, notify, viewer)
         else:
             await self.warm_up()  # what it offers (completions) depends on the upstreams
             result = await self.serve(
@@ -220,13 +242,13 @@ class PromptService:
         if self._warm_up is not None:
             await self._warm_up()
 
-    async def _listen(self, request: Request, notify: Notify) -> dict[str, Any]:
+    async def _listen(self, request: Request, notify: Notify, viewer: Viewer | None) -> dict[str, Any]:
         wanted = (request.params or {}).get("notifications")
         if not isinstance(wanted, dict):
             raise InvalidParams("Invalid params: notifications must be an object naming what to listen for")
         prompts = wanted.get("promptsListChanged") is True
         tag = {SUBSCRIPTION_ID_KEY: request.id}
-        subscription = Subscription(prompts=prompts)
+        subscription = Subscription(prompts=prompts, viewer=viewer)
         self._hub.add(subscription)
         try:
             honoured = {"promptsListChanged": True} if prompts else {}
@@ -256,6 +278,7 @@ class ClientSession:
     ) -> None:
         self._service = service
         self._who = who
+        self.viewer = viewer
         self._completions = False  # fixed at initialize: capabilities do not change within a session
         self._viewer = viewer
         self.state: SessionState = "new"

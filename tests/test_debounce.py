@@ -11,13 +11,15 @@ import pytest
 from gateway.debounce import ListChangedDebouncer
 from gateway.frontend import Hub, Subscription
 from gateway.metrics import Metrics
+from gateway.policy import Rules, Viewer
 
 pytestmark = pytest.mark.anyio
 
 
 class Counting:
-    def __init__(self) -> None:
+    def __init__(self, viewer: Viewer | None = None) -> None:
         self.count = 0
+        self.viewer = viewer
 
     def list_changed(self) -> None:
         self.count += 1
@@ -83,3 +85,30 @@ async def test_a_change_forgotten_before_it_was_gathered_is_not_announced() -> N
     async with running(debouncer):
         await anyio.wait_all_tasks_blocked()
         assert listener.count == 0
+
+
+async def test_a_change_is_announced_only_to_listeners_whose_view_shows_that_upstream() -> None:
+    """A person whose view shows nothing of an upstream is not told that it changed: the notification
+    alone would say that something hidden moved. A reload (no namespace) is announced to everyone."""
+    eng_only, no_eng = Rules(allow=("eng__*",)), Rules(deny=("eng__*",))
+    engineer, other, everyone = Counting(eng_only), Counting(no_eng), Counting(None)
+
+    def sees(viewer: Viewer, namespaces: frozenset[str]) -> bool:
+        return any(viewer.may_allow_under(f"{namespace}__") for namespace in namespaces)
+
+    hub = Hub(sees=sees)
+    for listener in (engineer, other, everyone):
+        hub.add(listener)
+    debouncer = ListChangedDebouncer(0.0, hub, Metrics())
+    async with running(debouncer):
+        await anyio.wait_all_tasks_blocked()
+        debouncer.poke("eng")
+        with anyio.fail_after(5):
+            while engineer.count == 0:
+                await anyio.wait_all_tasks_blocked()
+        assert (engineer.count, other.count, everyone.count) == (1, 0, 1)
+        debouncer.poke(None)
+        with anyio.fail_after(5):
+            while other.count == 0:
+                await anyio.wait_all_tasks_blocked()
+        assert (engineer.count, other.count, everyone.count) == (2, 1, 2)
