@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import aiohttp
 import anyio
 import jwt
 import structlog
@@ -108,6 +109,7 @@ class IssuerKeys:
         self._keys: jwt.PyJWKSet | None = None
         self._fetched_at: float | None = None
         self._jwks_uri = settings.jwks_uri
+        self._metadata: dict[str, Any] | None = None
         self._lock = anyio.Lock()
         self.generation = 0
         """Counts key loads: a token accepted under earlier keys is checked again against new ones."""
@@ -116,6 +118,26 @@ class IssuerKeys:
         """The issuer's ``jwks_uri``, from its metadata (whose ``issuer`` must be the configured one)."""
         if self._jwks_uri is not None:
             return self._jwks_uri
+        jwks_uri = (await self.metadata()).get("jwks_uri")
+        if not isinstance(jwks_uri, str) or not jwks_uri.startswith(("https://", "http://")):
+            raise IssuerUnavailable(f"the metadata of {self.settings.issuer} names no jwks_uri")
+        self._jwks_uri = jwks_uri
+        return jwks_uri
+
+    async def introspection_endpoint(self) -> str:
+        introspection = self.settings.introspection
+        assert introspection is not None  # noqa: S101 - asked only of issuers that introspect
+        if introspection.endpoint is not None:
+            return introspection.endpoint
+        endpoint = (await self.metadata()).get("introspection_endpoint")
+        if not isinstance(endpoint, str) or not endpoint.startswith(("https://", "http://")):
+            raise IssuerUnavailable(f"the metadata of {self.settings.issuer} names no introspection_endpoint")
+        return endpoint
+
+    async def metadata(self) -> dict[str, Any]:
+        """The issuer's metadata (RFC 8414, else OpenID Connect's), fetched once."""
+        if self._metadata is not None:
+            return self._metadata
         problems = []
         for url in metadata_urls(self.settings.issuer):
             try:
@@ -126,11 +148,8 @@ class IssuerKeys:
             if metadata.get("issuer") != self.settings.issuer:
                 problems.append(f"{url} names issuer {metadata.get('issuer')!r}, not {self.settings.issuer!r}")
                 continue
-            jwks_uri = metadata.get("jwks_uri")
-            if isinstance(jwks_uri, str) and jwks_uri.startswith(("https://", "http://")):
-                self._jwks_uri = jwks_uri
-                return jwks_uri
-            problems.append(f"{url} names no jwks_uri")
+            self._metadata = metadata
+            return metadata
         raise IssuerUnavailable(f"no usable metadata for {self.settings.issuer}: " + "; ".join(problems))
 
     async def load(self) -> jwt.PyJWKSet:
@@ -196,7 +215,9 @@ class AccessTokenValidator:
                 return access
             del self._accepted[token]  # expired, or its issuer's keys changed since: check it afresh
         access = await self._validate(token)
-        expires_in = float(access.claims["exp"]) - time.time() + self._settings.leeway_s
+        exp = access.claims.get("exp")
+        expires_at = float(exp) if isinstance(exp, (int, float)) else time.time() + 60  # introspected, no exp
+        expires_in = expires_at - time.time() + self._settings.leeway_s
         until = time.monotonic() + min(expires_in, self.CACHE_TTL_S)
         self._accepted[token] = (access, until, self._issuers[access.issuer].generation)
         if len(self._accepted) > self.CACHE_SIZE:
@@ -208,6 +229,8 @@ class AccessTokenValidator:
             header = jwt.get_unverified_header(token)
             unverified = jwt.decode(token, options={"verify_signature": False})
         except jwt.InvalidTokenError as exc:
+            if any(keys.settings.introspection is not None for keys in self._issuers.values()):
+                return await self._introspect(token)
             raise TokenRejected(f"not a JWT: {exc}") from exc
         issuer = unverified.get("iss")
         keys = self._issuers.get(issuer) if isinstance(issuer, str) else None
@@ -236,3 +259,56 @@ class AccessTokenValidator:
         if not isinstance(subject, str) or not subject:
             raise TokenRejected("the token names no subject (sub)")
         return AccessToken(issuer=keys.settings.issuer, subject=subject, scopes=scopes_of(claims), claims=claims)
+
+    async def _introspect(self, token: str) -> AccessToken:
+        """An opaque token, asked about at each issuer that introspects (RFC 7662) until one knows it."""
+        for keys in self._issuers.values():
+            introspection = keys.settings.introspection
+            if introspection is None:
+                continue
+            endpoint = await keys.introspection_endpoint()
+            answer = await _post_form(
+                endpoint,
+                {"token": token, "token_type_hint": "access_token"},
+                aiohttp.BasicAuth(introspection.client_id, introspection.client_secret),
+            )
+            if answer.get("active") is not True:
+                continue
+            return self._from_introspection(keys.settings, answer)
+        raise TokenRejected("no issuer knows this token as an active access token")
+
+    def _from_introspection(self, issuer: IssuerSettings, answer: dict[str, Any]) -> AccessToken:
+        if "iss" in answer and answer["iss"] != issuer.issuer:
+            raise TokenRejected(f"introspection names issuer {answer['iss']!r}")
+        audience = set(issuer.audience) or {self._settings.resource}
+        aud = answer.get("aud")
+        presented = {aud} if isinstance(aud, str) else set(aud) if isinstance(aud, list) else set()
+        if not presented & audience:
+            raise TokenRejected("the token is not for this resource (aud)")
+        exp = answer.get("exp")
+        if isinstance(exp, (int, float)) and exp + self._settings.leeway_s < time.time():
+            raise TokenRejected("the token has expired")
+        subject = answer.get("sub") if isinstance(answer.get("sub"), str) else answer.get("client_id")
+        if not isinstance(subject, str) or not subject:
+            raise TokenRejected("the introspection names no subject (sub)")
+        return AccessToken(issuer=issuer.issuer, subject=subject, scopes=scopes_of(answer), claims=answer)
+
+
+async def _post_form(url: str, form: dict[str, str], auth: aiohttp.BasicAuth) -> dict[str, Any]:
+    try:
+        async with upstream_session(url, HttpOptions(timeout_s=FETCH_TIMEOUT_S)) as http:
+            with anyio.fail_after(FETCH_TIMEOUT_S):
+                async with http.post(url, data=form, auth=auth, headers={"Accept": "application/json"}) as response:
+                    body = await response.content.read(MAX_DOCUMENT_BYTES + 1)
+                    status = response.status
+    except HTTP_ERRORS as exc:
+        raise IssuerUnavailable(f"{url}: {describe(exc)}") from exc
+    if status != 200:
+        raise IssuerUnavailable(f"{url} answered HTTP {status}")
+    try:
+        answer = json.loads(body)
+    except ValueError as exc:
+        raise IssuerUnavailable(f"{url} did not answer JSON") from exc
+    if not isinstance(answer, dict):
+        raise IssuerUnavailable(f"{url} did not answer a JSON object")
+    return answer

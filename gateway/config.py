@@ -104,13 +104,24 @@ class TokenSettings(_Section):
 ASYMMETRIC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 
 
+class Introspection(_Section):
+    """Opaque (non-JWT) access tokens, asked about at the issuer's introspection endpoint (RFC 7662) with
+    the gateway's own client credentials; ``endpoint`` unset: the one the issuer's metadata names."""
+
+    client_id: str = Field(min_length=1)
+    client_secret: str = Field(min_length=1)
+    endpoint: str | None = Field(None, pattern=r"^https?://")
+
+
 class IssuerSettings(_Section):
-    """An authorization server whose JWT access tokens the gateway accepts. Its keys are found by
-    discovery (RFC 8414, then OpenID Connect) unless ``jwks_uri`` names them."""
+    """An authorization server whose access tokens the gateway accepts: JWTs, checked against its keys
+    (found by discovery, RFC 8414 then OpenID Connect, unless ``jwks_uri`` names them), and with
+    ``introspection`` opaque tokens too."""
 
     issuer: str = Field(pattern=r"^https?://")
     audience: tuple[str, ...] = ()
     jwks_uri: str | None = Field(None, pattern=r"^https?://")
+    introspection: Introspection | None = None
     algorithms: tuple[Literal[ASYMMETRIC_ALGORITHMS], ...] = Field(("RS256", "PS256", "ES256", "EdDSA"), min_length=1)  # type: ignore[valid-type]
 
 

@@ -3,9 +3,11 @@
 //   node oidc_provider.mjs CONFIG.json
 //
 // CONFIG.json: {"port": 0 or N, "resource": "<the gateway's MCP URL>", "jwks": {"keys": [private JWKs]},
-//               "clients": [{"client_id", "client_secret", "groups": [...], "scope": "..."}]}
+//               "clients": [{"client_id", "client_secret", "groups": [...], "scope": "..."}],
+//               "opaque": false}
 // Issues JWT access tokens (RFC 9068) for the resource by client credentials, signed with the given
-// keys, with each client's groups as a claim. Prints {"issuer": "..."} as its first stdout line once it
+// keys, with each client's groups as a claim; with "opaque": true, opaque tokens instead, which the
+// introspection endpoint (RFC 7662) describes to any of its confidential clients. Prints {"issuer": "..."} as its first stdout line once it
 // listens.
 import { readFileSync } from "node:fs";
 import Provider from "oidc-provider";
@@ -28,6 +30,7 @@ async function start(port) {
     scopes: ["prompts:read", "prompts:admin"],
     features: {
       devInteractions: { enabled: false },
+      introspection: { enabled: true },
       clientCredentials: { enabled: true },
       resourceIndicators: {
         enabled: true,
@@ -35,7 +38,8 @@ async function start(port) {
         useGrantedResource: () => true,
         getResourceServerInfo: (_ctx, resource) => {
           if (resource !== config.resource) throw new Error(`unknown resource ${resource}`);
-          return { scope: "prompts:read prompts:admin", audience: resource, accessTokenFormat: "jwt" };
+          const accessTokenFormat = config.opaque ? "opaque" : "jwt";
+          return { scope: "prompts:read prompts:admin", audience: resource, accessTokenFormat };
         },
       },
     },

@@ -18,6 +18,7 @@ from gateway.config import (
     ClaimMatch,
     GatewaySettings,
     HttpUpstream,
+    Introspection,
     IssuerSettings,
     PolicyRules,
     ServerSettings,
@@ -46,6 +47,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     ClaimMatch,
     AuditSettings,
     UpstreamOAuth,
+    Introspection,
 )
 
 # Commands the README shows that a test cannot run, and why.

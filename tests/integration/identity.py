@@ -63,12 +63,19 @@ def require_provider() -> str:
 
 
 def _provider_config(
-    directory: Path, *, resource: str, keys: Sequence[SigningKey], clients: Sequence[dict[str, Any]], port: int
+    directory: Path,
+    *,
+    resource: str,
+    keys: Sequence[SigningKey],
+    clients: Sequence[dict[str, Any]],
+    port: int,
+    opaque: bool,
 ) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / f"provider-{port}-{keys[0].kid}.json"
     jwks = {"keys": [key.private_jwk() for key in keys]}
-    config.write_text(json.dumps({"port": port, "resource": resource, "jwks": jwks, "clients": list(clients)}))
+    document = {"port": port, "resource": resource, "jwks": jwks, "clients": list(clients), "opaque": opaque}
+    config.write_text(json.dumps(document))
     return config
 
 
@@ -80,9 +87,10 @@ async def oidc_provider(
     keys: Sequence[SigningKey],
     clients: Sequence[dict[str, Any]],
     port: int = 0,
+    opaque: bool = False,
 ) -> AsyncIterator[Provider]:
     node = require_provider()
-    config = _provider_config(directory, resource=resource, keys=keys, clients=clients, port=port)
+    config = _provider_config(directory, resource=resource, keys=keys, clients=clients, port=port, opaque=opaque)
     async with await anyio.open_process([node, str(PROVIDER_SCRIPT), str(config)], cwd=ROOT / "interop") as process:
         assert process.stdout is not None
         lines = BufferedByteReceiveStream(process.stdout)

@@ -341,3 +341,38 @@ async def test_an_upstream_that_is_a_protected_resource_gets_the_gateways_own_to
     assert result.returncode == 1
     assert "answered HTTP 401 (invalid_client)" in result.stdout.decode()
     assert "not-the-secret" not in result.stdout.decode() + result.stderr.decode()
+
+
+async def test_opaque_tokens_are_introspected_at_the_issuer(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    introspector = {"client_id": "gateway", "client_secret": "gateway-secret-0123456789"}
+    clients = [ALICE, BOB, introspector]
+    async with oidc_provider(tmp_path, resource=url, keys=[signing_key("o-1")], clients=clients, opaque=True) as idp:
+        config = tmp_path / "gateway.toml"
+        introspection = (
+            "[server.auth.issuers.introspection]\n"
+            f'client_id = "{introspector["client_id"]}"\nclient_secret = "{introspector["client_secret"]}"\n'
+        )
+        config.write_text(
+            gateway_toml(port, idp.issuer).replace("[[server.views]]", introspection + "[[server.views]]", 1)
+        )
+        async with running_gateway(config):
+            alice = await client_credentials_token(idp, ALICE["client_id"], ALICE["client_secret"], url, "prompts:read")
+            assert alice.count(".") != 2  # opaque, not a JWT
+            assert (await initialize(url, alice)).status_code == 200
+            made_up = await initialize(url, "an-opaque-token-nobody-issued-0123456789")
+            assert made_up.status_code == 401
+            assert 'error="invalid_token"' in made_up.headers["www-authenticate"]
+            bob = await client_credentials_token(idp, BOB["client_id"], BOB["client_secret"], url, "prompts:read")
+            async with httpx.AsyncClient() as http:
+                headers = dict(HTTP_HEADERS) | {"Authorization": f"Bearer {bob}"}
+                session = (await http.post(url, json=INITIALIZE, headers=headers)).headers["mcp-session-id"]
+                headers |= {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+                await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+                listed = await http.post(
+                    url, json={"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}, headers=headers
+                )
+            names = [p["name"] for p in listed.json()["result"]["prompts"]]
+            assert names
+            assert not [n for n in names if n.startswith("eng__")]  # bob's view, from the introspected claims
