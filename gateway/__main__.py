@@ -22,6 +22,7 @@ from gateway.access_tokens import AccessTokenValidator, IssuerUnavailable
 from gateway.app import Gateway, ensure_safe_exposure, listening_socket, run_gateway, serve_http, serve_stream
 from gateway.config import AuthSettings, Config, ServerSettings, load_config
 from gateway.errors import ConfigError, UpstreamError
+from gateway.file_source import FilePromptSource
 from gateway.importer import import_client_config
 from gateway.observability import configure_logging
 from gateway.transports.stdio import open_own_stdio
@@ -155,7 +156,9 @@ async def _check(config: Config) -> int:
                 detail, count_text, failed = detail or count.message, "-", True
             else:
                 count_text = str(count)
-                if connector.ready:
+                if isinstance(connector, FilePromptSource) and connector.problems:
+                    detail, failed = "; ".join(connector.problems.values()), True  # the others still serve
+                elif connector.ready:
                     version = connector.protocol_version or "?"
                     detail = f"{connector.server_info.get('name', '?')} (MCP {version})"
             failed = failed or not connector.ready

@@ -24,11 +24,12 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from gateway.audit import AuditTrail
 from gateway.catalog import Catalog, Mount
 from gateway.client_requests import ClientRequestRelay
-from gateway.config import Config, HttpUpstream, ServerSettings, StdioUpstream
+from gateway.config import Config, FilesUpstream, HttpUpstream, ServerSettings, StdioUpstream
 from gateway.connection_guard import ConnectionBounds, guarded
 from gateway.cursor import CursorCodec
 from gateway.debounce import ListChangedDebouncer
 from gateway.errors import ConfigError, GatewayError
+from gateway.file_source import FilePromptSource
 from gateway.frontend import ClientSession, Hub, PromptService
 from gateway.http_server import Ask, Caller, HttpFrontend, Push
 from gateway.metrics import Metrics
@@ -52,8 +53,8 @@ def _rules(allow: tuple[str, ...], deny: tuple[str, ...], separator: str) -> Rul
 
 @dataclass
 class _Running:
-    settings: StdioUpstream | HttpUpstream
-    connector: UpstreamConnector
+    settings: StdioUpstream | HttpUpstream | FilesUpstream
+    connector: UpstreamConnector | FilePromptSource
     scope: anyio.CancelScope
 
 
@@ -87,7 +88,7 @@ class Gateway:
     # ---- what the front ends use --------------------------------------------------------------
 
     @property
-    def connectors(self) -> tuple[UpstreamConnector, ...]:
+    def connectors(self) -> tuple[UpstreamConnector | FilePromptSource, ...]:
         return tuple(self._running[u.namespace].connector for u in self.config.upstreams)
 
     def offers_completions(self) -> bool:
@@ -142,15 +143,24 @@ class Gateway:
             self._warm = True  # all settled, or the time is up
             self._debouncer.forget()  # every answer so far waited for this: nobody has a list to update
 
-    async def _settle(self, connectors: tuple[UpstreamConnector, ...]) -> None:
+    async def _settle(self, connectors: tuple[UpstreamConnector | FilePromptSource, ...]) -> None:
         """Until each has connected or failed once (bounded by its timeout): the first client then sees
         the full list and the right capabilities."""
-        with anyio.move_on_after(max((c.settings.timeout_s for c in connectors), default=0) + 1):
+        timeouts = (getattr(c.settings, "timeout_s", 0.0) for c in connectors)  # files: read in no time
+        with anyio.move_on_after(max(timeouts, default=0) + 1):
             for connector in connectors:
                 await connector.wait_settled()
 
-    async def _start_upstream(self, settings: StdioUpstream | HttpUpstream) -> UpstreamConnector:
+    async def _start_upstream(
+        self, settings: StdioUpstream | HttpUpstream | FilesUpstream
+    ) -> UpstreamConnector | FilePromptSource:
         gateway = self.config.gateway
+        connector: UpstreamConnector | FilePromptSource
+        if isinstance(settings, FilesUpstream):
+            connector = FilePromptSource(settings, on_change=self._changed)
+            scope = await self._tg.start(_run_in_scope, connector)
+            self._running[settings.namespace] = _Running(settings, connector, scope)
+            return connector
         connector = UpstreamConnector(
             settings,
             on_change=self._changed,
@@ -228,7 +238,9 @@ class Gateway:
         self._debouncer.poke()
 
 
-async def _run_in_scope(connector: UpstreamConnector, *, task_status: anyio.abc.TaskStatus[anyio.CancelScope]) -> None:
+async def _run_in_scope(
+    connector: UpstreamConnector | FilePromptSource, *, task_status: anyio.abc.TaskStatus[anyio.CancelScope]
+) -> None:
     with anyio.CancelScope() as scope:
         task_status.started(scope)
         await connector.run()

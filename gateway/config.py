@@ -275,6 +275,17 @@ class HttpUpstream(_Section):
         return self
 
 
+class FilesUpstream(_Section):
+    """Prompts kept in files: every ``*.md`` under ``path`` (docs/catalog.md), watched for edits."""
+
+    namespace: str = Field(pattern=NAMESPACE_PATTERN, max_length=64)
+    transport: Literal["files"]
+    prefix: bool = True
+    path: str = Field(min_length=1)
+    watch: bool = True
+    policy: PolicyRules = PolicyRules()
+
+
 def _transport_of(value: Any) -> str:
     if isinstance(value, dict):
         transport = value.get("transport", "stdio")
@@ -285,7 +296,8 @@ def _transport_of(value: Any) -> str:
 Upstream = Annotated[
     Annotated[StdioUpstream, Tag("stdio")]
     | Annotated[HttpUpstream, Tag("streamable-http")]
-    | Annotated[HttpUpstream, Tag("sse")],
+    | Annotated[HttpUpstream, Tag("sse")]
+    | Annotated[FilesUpstream, Tag("files")],
     Discriminator(_transport_of),
 ]
 
@@ -346,7 +358,7 @@ def _key_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("stdio", "streamable-http", "sse") or str(part).startswith("function-"):
+        elif part in ("stdio", "streamable-http", "sse", "files") or str(part).startswith("function-"):
             continue  # the discriminator's tag is not a key the user wrote
         else:
             out += f".{part}" if out else str(part)

@@ -16,6 +16,7 @@ from gateway.config import (
     AuditSettings,
     AuthSettings,
     ClaimMatch,
+    FilesUpstream,
     GatewaySettings,
     HttpUpstream,
     Introspection,
@@ -48,6 +49,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     AuditSettings,
     UpstreamOAuth,
     Introspection,
+    FilesUpstream,
 )
 
 # Commands the README shows that a test cannot run, and why.

@@ -1,0 +1,273 @@
+"""Prompts kept in files: one file's text in, one prompt (or an error naming the line) out. Sans-IO:
+reading the directory and watching it is ``file_source.py``'s job.
+
+Three kinds of file, told apart by name and place:
+
+- ``NAME.md``: YAML front matter (``name``, ``title``, ``description``, ``arguments`` with
+  ``description`` / ``required`` / ``default`` / ``values``, ``tags``), then a Jinja2 template rendered
+  in Jinja's *sandboxed* environment (compiled once; an undefined variable is an error; output bounded).
+  A line ``<!-- assistant -->`` or ``<!-- user -->`` starts a message with that role.
+- ``.claude/commands/NAME.md`` (Claude Code's command files): optional front matter (``description``,
+  ``argument-hint``), ``$ARGUMENTS`` in the body is the one optional argument ``arguments``, and
+  ``$1``..``$9`` its space-separated words.
+- ``NAME.prompt.md`` (VS Code / Copilot prompt files): optional front matter (``description``),
+  ``${input:name}`` or ``${input:name:placeholder}`` in the body are arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jinja2
+import yaml
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+MAX_FILE_BYTES = 256 * 1024
+MAX_OUTPUT_CHARS = 512 * 1024
+NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?\n?", re.DOTALL | re.MULTILINE)
+_ROLE_MARKER = re.compile(r"^<!--\s*(user|assistant)\s*-->[ \t]*$", re.MULTILINE)
+_VSCODE_INPUT = re.compile(r"\$\{input:([A-Za-z0-9_-]+)(?::([^}]*))?\}")
+_CLAUDE_POSITIONAL = re.compile(r"\$([1-9])")
+
+Kind = Literal["template", "claude-command", "vscode-prompt"]
+
+
+class PromptFileError(Exception):
+    """A file that cannot be served; the message names the file and, where known, the line."""
+
+
+class RenderError(Exception):
+    """The prompt's arguments did not render (an undefined variable, the sandbox refused, too long)."""
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    description: str | None = None
+    required: bool = False
+    default: str | None = None
+    values: tuple[str, ...] = ()
+
+    def as_listed(self) -> dict[str, Any]:
+        listed: dict[str, Any] = {"name": self.name, "required": self.required and self.default is None}
+        if self.description:
+            listed["description"] = self.description
+        return listed
+
+
+@dataclass(frozen=True)
+class FilePrompt:
+    name: str
+    kind: Kind
+    body: str
+    source: str  # the file, relative to the directory
+    title: str | None = None
+    description: str | None = None
+    arguments: tuple[Argument, ...] = ()
+    tags: tuple[str, ...] = ()
+    _template: jinja2.Template | None = field(default=None, compare=False, repr=False)
+
+    def listed(self) -> dict[str, Any]:
+        prompt: dict[str, Any] = {"name": self.name, "arguments": [a.as_listed() for a in self.arguments]}
+        if self.title:
+            prompt["title"] = self.title
+        if self.description:
+            prompt["description"] = self.description
+        if self.tags:
+            prompt["_meta"] = {"prompt-gateway/tags": list(self.tags)}
+        return prompt
+
+    def render(self, given: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The prompt's messages for these arguments (checked against the declared ones first)."""
+        values = self._arguments(given)
+        if self.kind == "claude-command":
+            words = values.get("arguments", "").split()
+            text = self.body.replace("$ARGUMENTS", values.get("arguments", ""))
+            text = _CLAUDE_POSITIONAL.sub(
+                lambda m: words[int(m.group(1)) - 1] if int(m.group(1)) <= len(words) else "", text
+            )
+        elif self.kind == "vscode-prompt":
+            text = _VSCODE_INPUT.sub(lambda m: values.get(m.group(1), ""), self.body)
+        else:
+            assert self._template is not None  # noqa: S101 - compiled when parsed
+            text = _render_bounded(self._template, values)
+        if len(text) > MAX_OUTPUT_CHARS:
+            raise RenderError(f"the rendered prompt is over {MAX_OUTPUT_CHARS} characters")
+        return _messages(text)
+
+    def _arguments(self, given: Mapping[str, str]) -> dict[str, str]:
+        declared = {a.name: a for a in self.arguments}
+        unknown = sorted(set(given) - set(declared))
+        if unknown:
+            raise RenderError(f"unknown argument {unknown[0]!r} (this prompt takes: {', '.join(declared) or 'none'})")
+        values: dict[str, str] = {}
+        for argument in self.arguments:
+            value = given.get(argument.name, argument.default)
+            if value is None:
+                if argument.required:
+                    raise RenderError(f"missing required argument {argument.name!r}")
+                continue
+            if argument.values and value not in argument.values:
+                raise RenderError(f"argument {argument.name!r} must be one of {', '.join(argument.values)}")
+            values[argument.name] = value
+        return values
+
+    def complete(self, argument: str, prefix: str) -> list[str]:
+        for declared in self.arguments:
+            if declared.name == argument:
+                return [v for v in declared.values if v.startswith(prefix)][:100]
+        return []
+
+
+def _render_bounded(template: jinja2.Template, values: Mapping[str, str]) -> str:
+    """The template's output, stopped as soon as it passes ``MAX_OUTPUT_CHARS`` (rendered piece by piece,
+    never whole first). Whatever the template raises is the prompt's error, not the gateway's."""
+    pieces: list[str] = []
+    size = 0
+    try:
+        for piece in template.generate(**values):
+            size += len(piece)
+            if size > MAX_OUTPUT_CHARS:
+                break
+            pieces.append(piece)
+    except jinja2.exceptions.SecurityError as exc:
+        raise RenderError(f"the template tried something the sandbox forbids: {exc}") from exc
+    except Exception as exc:
+        raise RenderError(f"the template did not render: {type(exc).__name__}: {exc}") from exc
+    if size > MAX_OUTPUT_CHARS:
+        raise RenderError(f"the rendered prompt is over {MAX_OUTPUT_CHARS} characters")
+    return "".join(pieces)
+
+
+def _messages(text: str) -> list[dict[str, Any]]:
+    """The text cut at role markers into messages; text before the first marker is the user's."""
+    messages: list[dict[str, Any]] = []
+    role, start = "user", 0
+    for marker in _ROLE_MARKER.finditer(text):
+        chunk = text[start : marker.start()].strip()
+        if chunk:
+            messages.append({"role": role, "content": {"type": "text", "text": chunk}})
+        role, start = marker.group(1), marker.end()
+    chunk = text[start:].strip()
+    if chunk or not messages:
+        messages.append({"role": role, "content": {"type": "text", "text": chunk}})
+    return messages
+
+
+_ENVIRONMENT = ImmutableSandboxedEnvironment(
+    undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
+)
+
+
+def kind_of(relative: str) -> Kind | None:
+    """Which kind a file is, by its path relative to the directory (None: not a prompt file)."""
+    parts = relative.split("/")
+    if not parts[-1].endswith(".md"):
+        return None
+    if parts[-1].endswith(".prompt.md"):
+        return "vscode-prompt"
+    if len(parts) >= 3 and parts[-3:-1] == [".claude", "commands"]:
+        return "claude-command"
+    return "template"
+
+
+def parse_prompt_file(relative: str, text: str) -> FilePrompt:
+    """One file's prompt. Raises PromptFileError naming the file and line of the problem."""
+    kind = kind_of(relative)
+    if kind is None:
+        raise PromptFileError(f"{relative}: not a prompt file (*.md)")
+    if len(text.encode()) > MAX_FILE_BYTES:
+        raise PromptFileError(f"{relative}: over {MAX_FILE_BYTES} bytes")
+    meta, body, body_line = _front_matter(relative, text)
+    stem = relative.rsplit("/", 1)[-1].removesuffix(".prompt.md").removesuffix(".md")
+    name = meta.get("name", stem)
+    if not isinstance(name, str) or not NAME.match(name):
+        raise PromptFileError(f"{relative}:1: name {name!r} must be 1-128 of letters, digits, '_', '-', '.'")
+    description = _text(relative, meta, "description")
+    title = _text(relative, meta, "title")
+    tags = _strings(relative, meta, "tags")
+    if kind == "claude-command":
+        hint = _text(relative, meta, "argument-hint")
+        arguments: tuple[Argument, ...] = ()
+        if "$ARGUMENTS" in body or _CLAUDE_POSITIONAL.search(body):
+            arguments = (Argument("arguments", hint or "what follows the command", required=False, default=""),)
+        return FilePrompt(name, kind, body, relative, title, description, arguments, tags)
+    if kind == "vscode-prompt":
+        seen: dict[str, Argument] = {}
+        for match in _VSCODE_INPUT.finditer(body):
+            seen.setdefault(match.group(1), Argument(match.group(1), match.group(2) or None, required=True))
+        return FilePrompt(name, kind, body, relative, title, description, tuple(seen.values()), tags)
+    arguments = _declared_arguments(relative, meta.get("arguments", []))
+    try:
+        template = _ENVIRONMENT.from_string(body)
+    except jinja2.TemplateSyntaxError as exc:
+        line = body_line + (exc.lineno or 1) - 1
+        raise PromptFileError(f"{relative}:{line}: template syntax: {exc.message}") from exc
+    return FilePrompt(name, kind, body, relative, title, description, arguments, tags, template)
+
+
+def _front_matter(relative: str, text: str) -> tuple[dict[str, Any], str, int]:
+    """The front matter (empty without one), the body, and the body's first line number."""
+    match = _FRONT_MATTER.match(text)
+    if match is None:
+        return {}, text, 1
+    try:
+        meta = yaml.safe_load(match.group(1)) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else 1
+        raise PromptFileError(
+            f"{relative}:{line}: front matter is not valid YAML: {getattr(exc, 'problem', exc)}"
+        ) from exc
+    if not isinstance(meta, dict):
+        raise PromptFileError(f"{relative}:2: front matter must be a mapping of keys to values")
+    return meta, text[match.end() :], text[: match.end()].count("\n") + 1
+
+
+def _text(relative: str, meta: Mapping[str, Any], key: str) -> str | None:
+    value = meta.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise PromptFileError(f"{relative}: front matter {key} must be text")
+    return str(value)
+
+
+def _strings(relative: str, meta: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = meta.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
+        raise PromptFileError(f"{relative}: front matter {key} must be a list of text")
+    return tuple(str(v) for v in value)
+
+
+def _declared_arguments(relative: str, declared: Any) -> tuple[Argument, ...]:
+    if not isinstance(declared, list):
+        raise PromptFileError(f"{relative}: front matter arguments must be a list")
+    arguments = []
+    for index, item in enumerate(declared):
+        where = f"{relative}: arguments[{index}]"
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].isidentifier():
+            raise PromptFileError(f"{where}: needs a name that is an identifier (the template uses it)")
+        default = item.get("default")
+        values = _strings(where, item, "values")
+        arguments.append(
+            Argument(
+                name=item["name"],
+                description=_text(where, item, "description"),
+                required=bool(item.get("required", False)),
+                default=None if default is None else str(default),
+                values=values,
+            )
+        )
+    names = [a.name for a in arguments]
+    if len(set(names)) != len(names):
+        raise PromptFileError(f"{relative}: two arguments have the same name")
+    return tuple(arguments)

@@ -1,0 +1,161 @@
+"""An upstream made of files: a directory of prompt files (``file_prompts.py`` reads each), served in the
+process and watched, so an edit reaches connected clients as ``list_changed``.
+
+It stands where an upstream connector stands (the catalog, ``check``, ``/readyz`` and the metrics see
+the same attributes), without a process or a connection. Files are confined to the directory: a path
+that leaves it (``..`` in a name, a symbolic link pointing out) is refused, and so is a file that is
+not valid UTF-8 or too large. A broken file is reported (``check`` names it, with its line) and the
+others keep serving.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+import watchfiles
+
+from gateway.config import FilesUpstream
+from gateway.errors import UpstreamRejected, UpstreamUnavailable
+from gateway.file_prompts import MAX_FILE_BYTES, FilePrompt, PromptFileError, RenderError, kind_of, parse_prompt_file
+
+log = structlog.get_logger("gateway.files")
+
+MAX_FILES = 2000
+INVALID_PARAMS = -32602
+
+
+def scan(root: Path) -> tuple[dict[str, FilePrompt], dict[str, str]]:
+    """Every prompt file under ``root`` (hidden directories skipped, except ``.claude/commands``), and
+    the problems of those that cannot be served, by relative path."""
+    prompts: dict[str, FilePrompt] = {}
+    problems: dict[str, str] = {}
+    resolved_root = root.resolve()
+    count = 0
+    for directory, subdirectories, files in os.walk(root, followlinks=False):
+        relative_dir = Path(directory).relative_to(root).as_posix()
+        subdirectories[:] = sorted(
+            d
+            for d in subdirectories
+            if not d.startswith(".") or d == ".claude" or (relative_dir.endswith(".claude") and d == "commands")
+        )
+        for file_name in sorted(files):
+            relative = file_name if relative_dir == "." else f"{relative_dir}/{file_name}"
+            if kind_of(relative) is None:
+                continue
+            count += 1
+            if count > MAX_FILES:
+                problems[relative] = f"{relative}: more than {MAX_FILES} prompt files; the rest are not read"
+                return prompts, problems
+            try:
+                prompt = parse_prompt_file(relative, _read_confined(root / relative, resolved_root, relative))
+            except PromptFileError as exc:
+                problems[relative] = str(exc)
+                continue
+            if prompt.name in prompts:
+                problems[relative] = f"{relative}: the name {prompt.name!r} is taken by {prompts[prompt.name].source}"
+                continue
+            prompts[prompt.name] = prompt
+    return prompts, problems
+
+
+def _read_confined(path: Path, root: Path, relative: str) -> str:
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root):
+        raise PromptFileError(f"{relative}: points outside the prompt directory (a symbolic link?)")
+    if resolved.stat().st_size > MAX_FILE_BYTES:
+        raise PromptFileError(f"{relative}: over {MAX_FILE_BYTES} bytes")
+    try:
+        return resolved.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PromptFileError(f"{relative}: not UTF-8 text (byte {exc.start})") from exc
+    except OSError as exc:
+        raise PromptFileError(f"{relative}: cannot be read: {exc.strerror}") from exc
+
+
+class FilePromptSource:
+    """The prompts of one directory, as an upstream."""
+
+    announces_list_changes = True
+    completes = True
+    protocol_version = None
+    restarts = 0
+
+    def __init__(self, settings: FilesUpstream, *, on_change: Callable[[str], None]) -> None:
+        self.settings = settings
+        self.namespace = settings.namespace
+        self._root = Path(settings.path)
+        self._on_change = on_change
+        self.prompts: dict[str, FilePrompt] = {}
+        self.problems: dict[str, str] = {}
+        self.state = "starting"
+        self.last_error: str | None = None
+        self._settled = anyio.Event()
+        self.server_info = {"name": f"files in {settings.path}"}
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    async def wait_settled(self) -> None:
+        await self._settled.wait()
+
+    def _load(self) -> None:
+        if not self._root.is_dir():
+            self.prompts, self.problems = {}, {}
+            self.state, self.last_error = "failed", f"{self._root} is not a directory"
+            return
+        self.prompts, self.problems = scan(self._root)
+        self.state = "ready"
+        self.last_error = "; ".join(self.problems.values()) or None
+        for problem in self.problems.values():
+            log.warning("prompt_file_broken", upstream=self.namespace, problem=problem)
+
+    async def run(self) -> None:
+        """Load, then reload on every change until cancelled (watching only where ``watch`` is on)."""
+        await anyio.to_thread.run_sync(self._load)
+        self._settled.set()
+        log.info("upstream_state", upstream=self.namespace, state=self.state, prompts=len(self.prompts))
+        if not self.settings.watch or not self._root.is_dir():
+            await anyio.sleep_forever()
+        async for _ in watchfiles.awatch(self._root, debounce=50, step=25, recursive=True):
+            await anyio.to_thread.run_sync(self._load)
+            log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
+            self._on_change(self.namespace)
+
+    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        if not self.ready:
+            raise UpstreamUnavailable(self.namespace, f"is not ready ({self.last_error or self.state})")
+        params = params or {}
+        if method == "prompts/list":
+            return {"prompts": [self.prompts[name].listed() for name in sorted(self.prompts)]}
+        if method == "prompts/get":
+            prompt = self._prompt(params.get("name"))
+            arguments = params.get("arguments") or {}
+            try:
+                messages = prompt.render({str(k): str(v) for k, v in arguments.items()})
+            except RenderError as exc:
+                raise UpstreamRejected(
+                    self.namespace, {"code": INVALID_PARAMS, "message": f"Invalid params: {exc}"}
+                ) from exc
+            result: dict[str, Any] = {"messages": messages}
+            if prompt.description:
+                result["description"] = prompt.description
+            return result
+        if method == "completion/complete":
+            ref = params.get("ref") or {}
+            prompt = self._prompt(ref.get("name") if isinstance(ref, dict) else None)
+            argument = params.get("argument") or {}
+            values = prompt.complete(str(argument.get("name", "")), str(argument.get("value", "")))
+            return {"completion": {"values": values, "total": len(values), "hasMore": False}}
+        raise UpstreamRejected(self.namespace, {"code": -32601, "message": f"Method not found: {method}"})
+
+    def _prompt(self, name: Any) -> FilePrompt:
+        prompt = self.prompts.get(name) if isinstance(name, str) else None
+        if prompt is None:
+            raise UpstreamRejected(self.namespace, {"code": INVALID_PARAMS, "message": f"Unknown prompt: {name}"})
+        return prompt

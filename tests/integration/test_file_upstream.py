@@ -1,0 +1,75 @@
+"""Prompts kept in files, served through the gateway to the official SDK client: listed, got, completed,
+an edit announced as list_changed, and a broken file named by check while the others serve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import mcp.types as t
+import pytest
+from mcp import Client, MCPError
+
+from tests.integration.helpers import ROOT, ListChangedWatcher, gateway_command, gateway_params, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+REVIEW = """---
+description: Review code, bugs first.
+arguments:
+  - name: code
+    required: true
+  - name: language
+    values: [python, rust, go]
+    default: python
+---
+Review this {{ language }} code:
+{{ code }}
+"""
+
+
+def prompt_directory(root: Path) -> Path:
+    (root / ".claude" / "commands").mkdir(parents=True)
+    (root / "review.md").write_text(REVIEW)
+    (root / ".claude" / "commands" / "fix-issue.md").write_text("Fix issue $ARGUMENTS.")
+    (root / "explain.prompt.md").write_text("Explain ${input:topic}.")
+    return root
+
+
+async def test_file_prompts_through_the_gateway(tmp_path: Path) -> None:
+    root = prompt_directory(tmp_path / "prompts")
+    config = write_config(tmp_path / "c.toml", [{"namespace": "team", "transport": "files", "path": str(root)}])
+    changes = ListChangedWatcher()
+    async with Client(gateway_params(config), mode="legacy", cache=None, message_handler=changes) as client:
+        names = sorted(p.name for p in (await client.list_prompts()).prompts)
+        assert names == ["team__explain", "team__fix-issue", "team__review"]
+        review = await client.get_prompt("team__review", {"code": "x = 1"})
+        assert review.messages[0].content == t.TextContent(type="text", text="Review this python code:\nx = 1")
+        fix = await client.get_prompt("team__fix-issue", {"arguments": "42"})
+        assert fix.messages[0].content == t.TextContent(type="text", text="Fix issue 42.")
+        completion = await client.complete(
+            t.PromptReference(type="ref/prompt", name="team__review"), {"name": "language", "value": "r"}
+        )
+        assert completion.completion.values == ["rust"]
+        with pytest.raises(MCPError) as refused:
+            await client.get_prompt("team__review", {"code": "x", "language": "cobol"})
+        assert refused.value.error.code == -32602
+        assert "must be one of python, rust, go" in refused.value.error.message
+        await anyio.Path(root / "summarize.md").write_text("Summarize: {{ text }}")
+        await changes.wait()
+        names = sorted(p.name for p in (await client.list_prompts()).prompts)
+        assert "team__summarize" in names
+
+
+async def test_check_names_a_broken_file_and_the_others_serve(tmp_path: Path) -> None:
+    root = prompt_directory(tmp_path / "prompts")
+    await anyio.Path(root / "broken.md").write_text("fine line\n{% for %}\n")
+    config = write_config(
+        tmp_path / "c.toml", [{"namespace": "team", "transport": "files", "path": str(root), "watch": False}]
+    )
+    result = await anyio.run_process(gateway_command(config, "check"), cwd=ROOT, check=False)
+    assert result.returncode == 1  # something is broken, though the rest serves
+    output = result.stdout.decode()
+    row = next(line for line in output.splitlines() if line.startswith("team"))
+    assert row.split()[1:4] == ["files", "ready", "3"]
+    assert "broken.md:2: template syntax" in row

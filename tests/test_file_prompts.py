@@ -1,0 +1,144 @@
+"""Prompt files: the three kinds parse into prompts, render with their arguments, and a template can do
+nothing but fill in text (Jinja's sandbox), whatever it says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.file_prompts import PromptFileError, RenderError, parse_prompt_file
+from gateway.file_source import scan
+
+REVIEW = """---
+title: Review code
+description: Review a change for bugs first.
+tags: [engineering, review]
+arguments:
+  - name: code
+    description: The code to review
+    required: true
+  - name: language
+    values: [python, rust, go]
+    default: python
+---
+Review this {{ language }} code:
+
+{{ code }}
+<!-- assistant -->
+I will list bugs first.
+<!-- user -->
+Thanks.
+"""
+
+
+def test_a_template_file_lists_and_renders_with_roles_defaults_and_allowed_values() -> None:
+    prompt = parse_prompt_file("review.md", REVIEW)
+    assert prompt.listed() == {
+        "name": "review",
+        "title": "Review code",
+        "description": "Review a change for bugs first.",
+        "arguments": [
+            {"name": "code", "required": True, "description": "The code to review"},
+            {"name": "language", "required": False},
+        ],
+        "_meta": {"prompt-gateway/tags": ["engineering", "review"]},
+    }
+    messages = prompt.render({"code": "x = 1"})
+    assert [(m["role"], m["content"]["text"]) for m in messages] == [
+        ("user", "Review this python code:\n\nx = 1"),
+        ("assistant", "I will list bugs first."),
+        ("user", "Thanks."),
+    ]
+    assert prompt.complete("language", "r") == ["rust"]
+    with pytest.raises(RenderError, match="must be one of python, rust, go"):
+        prompt.render({"code": "x", "language": "cobol"})
+    with pytest.raises(RenderError, match="missing required argument 'code'"):
+        prompt.render({})
+    with pytest.raises(RenderError, match="unknown argument 'other'"):
+        prompt.render({"code": "x", "other": "y"})
+
+
+def test_claude_code_commands_and_vscode_prompt_files() -> None:
+    command = parse_prompt_file(
+        ".claude/commands/fix-issue.md", "---\ndescription: Fix an issue\n---\nFix issue $ARGUMENTS now ($1)."
+    )
+    assert command.name == "fix-issue"
+    assert [a.name for a in command.arguments] == ["arguments"]
+    assert command.render({"arguments": "123 urgent"})[0]["content"]["text"] == "Fix issue 123 urgent now (123)."
+    vscode = parse_prompt_file("docs/explain.prompt.md", "Explain ${input:topic:What to explain} to ${input:audience}.")
+    assert vscode.name == "explain"
+    assert [(a.name, a.required) for a in vscode.arguments] == [("topic", True), ("audience", True)]
+    assert vscode.render({"topic": "TLS", "audience": "a child"})[0]["content"]["text"] == "Explain TLS to a child."
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("---\ntitle: [unclosed\n---\nbody", r"broken.md:[23]: front matter is not valid YAML"),
+        ("---\n- a list\n---\nbody", "broken.md:2: front matter must be a mapping"),
+        ("line one\nline two {% if %}\n", "broken.md:2: template syntax"),
+        ("---\nname: a/b\n---\nx", "broken.md:1: name 'a/b' must be"),
+        ("---\narguments: [{name: 'not an identifier'}]\n---\nx", "needs a name that is an identifier"),
+    ],
+)
+def test_a_broken_file_is_named_with_its_line(text: str, problem: str) -> None:
+    with pytest.raises(PromptFileError, match=problem):
+        parse_prompt_file("broken.md", text)
+
+
+ESCAPES = [
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ cycler.__init__.__globals__.os.popen('id').read() }}",
+    "{{ self._TemplateReference__context }}",
+    "{{ lipsum.__globals__['os'].system('id') }}",
+    "{% for x in range(10**9) %}{% endfor %}",
+    "{{ ().__class__.__base__.__subclasses__() }}",
+    "{{ config.items() }}",
+]
+
+
+@pytest.mark.parametrize("template", ESCAPES)
+def test_known_sandbox_escapes_are_refused(template: str) -> None:
+    prompt = parse_prompt_file("evil.md", template)
+    with pytest.raises(RenderError):
+        prompt.render({})
+
+
+@given(st.text(max_size=200))
+def test_any_template_either_renders_text_or_is_refused(template: str) -> None:
+    try:
+        prompt = parse_prompt_file("any.md", template)
+    except PromptFileError:
+        return
+    try:
+        messages = prompt.render({})
+    except RenderError:
+        return
+    assert all(isinstance(m["content"]["text"], str) for m in messages)
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40))
+def test_odd_file_names_never_escape_or_crash(name: str) -> None:
+    try:
+        prompt = parse_prompt_file(f"{name}.md", "hello")
+    except PromptFileError:
+        return
+    assert "/" not in prompt.name  # a prompt name is never a path
+
+
+def test_a_symbolic_link_out_of_the_directory_and_a_broken_file_leave_the_rest_served(tmp_path: Path) -> None:
+    root = tmp_path / "prompts"
+    (root / "team").mkdir(parents=True)
+    (root / "team" / "hello.md").write_text("Hello {{ who | default('world') }}")
+    (root / "broken.md").write_text("{% if %}")
+    secret = tmp_path / "secret.md"
+    secret.write_text("the secret")
+    (root / "leak.md").symlink_to(secret)
+    (root / "notes.txt").write_text("not a prompt")
+    prompts, problems = scan(root)
+    assert sorted(prompts) == ["hello"]
+    assert problems["broken.md"].startswith("broken.md:1: template syntax")
+    assert "outside the prompt directory" in problems["leak.md"]
