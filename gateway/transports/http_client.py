@@ -152,13 +152,14 @@ class _HttpStream:
 
     async def _post_frame(self, frame: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
         """POST a frame; the response once its head has arrived. A pooled connection the server (or a
-        proxy) closed just as it was taken fails before anything was answered: that one is tried once
-        more, on a fresh connection (aiohttp retries only idempotent methods by itself). A 401 to the
+        proxy) closed just as it was taken fails before anything was answered ("server disconnected",
+        or the body could not be written): that one is tried once more, on a fresh connection (aiohttp
+        retries only idempotent methods by itself). A 401 to the
         gateway's own token is tried once more with a fresh token."""
         headers = await self._authorized(headers)
         try:
             response = await self._client.post(self._url, data=frame, headers=headers)
-        except aiohttp.ServerDisconnectedError:
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):  # closed under us: nothing was answered
             response = await self._client.post(self._url, data=frame, headers=headers)
         if response.status == 401 and self._token is not None:
             response.release()
