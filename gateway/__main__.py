@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import sys
-import urllib.request
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any
@@ -18,11 +17,9 @@ import anyio
 import structlog
 
 from gateway import __version__
-from gateway.access_tokens import AccessTokenValidator, IssuerUnavailable
 from gateway.app import Gateway, ensure_safe_exposure, listening_socket, run_gateway, serve_http, serve_stream
 from gateway.config import AuthSettings, Config, ServerSettings, load_config
 from gateway.errors import ConfigError, UpstreamError
-from gateway.file_source import FilePromptSource
 from gateway.importer import import_client_config
 from gateway.observability import configure_logging
 from gateway.transports.stdio import open_own_stdio
@@ -156,8 +153,9 @@ async def _check(config: Config) -> int:
                 detail, count_text, failed = detail or count.message, "-", True
             else:
                 count_text = str(count)
-                if isinstance(connector, FilePromptSource) and connector.problems:
-                    detail, failed = "; ".join(connector.problems.values()), True  # the others still serve
+                problems = getattr(connector, "problems", None)  # a directory of prompt files: its broken ones
+                if problems:
+                    detail, failed = "; ".join(problems.values()), True  # the others still serve
                 elif connector.ready:
                     version = connector.protocol_version or "?"
                     detail = f"{connector.server_info.get('name', '?')} (MCP {version})"
@@ -175,6 +173,8 @@ async def _check(config: Config) -> int:
 
 async def _check_issuers(settings: AuthSettings) -> bool:
     """Each issuer's metadata and keys, fetched as the gateway will: True when one fails."""
+    from gateway.access_tokens import AccessTokenValidator, IssuerUnavailable
+
     rows = [["ISSUER", "STATE", "DETAIL"]]
     failed = False
     for keys in AccessTokenValidator(settings).issuers:
@@ -238,6 +238,7 @@ def _import(args: argparse.Namespace) -> int:
 
 def _health(server: ServerSettings) -> int:
     """The Docker health check: the address comes from the config, so it follows the configured port."""
+    import urllib.request  # only here: every other command starts without it
     if server.transport != "http":
         print("prompt-gateway: this config serves stdio; there is no HTTP health endpoint", file=sys.stderr)
         return EXIT_CONFIG

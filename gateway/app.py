@@ -13,7 +13,7 @@ import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -29,7 +29,6 @@ from gateway.connection_guard import ConnectionBounds, guarded
 from gateway.cursor import CursorCodec
 from gateway.debounce import ListChangedDebouncer
 from gateway.errors import ConfigError, GatewayError
-from gateway.file_source import FilePromptSource
 from gateway.frontend import ClientSession, Hub, PromptService
 from gateway.http_server import Ask, Caller, HttpFrontend, Push
 from gateway.metrics import Metrics
@@ -40,6 +39,9 @@ from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.transports.base import MessageStream
 from gateway.upstream import Backoff, UpstreamConnector
 from gateway.views import ClaimViews
+
+if TYPE_CHECKING:
+    from gateway.file_source import FilePromptSource
 
 log = structlog.get_logger("gateway.app")
 
@@ -157,6 +159,8 @@ class Gateway:
         gateway = self.config.gateway
         connector: UpstreamConnector | FilePromptSource
         if isinstance(settings, FilesUpstream):
+            from gateway.file_source import FilePromptSource  # Jinja2, YAML, watchfiles: only for files
+
             connector = FilePromptSource(settings, on_change=self._changed)
             scope = await self._tg.start(_run_in_scope, connector)
             self._running[settings.namespace] = _Running(settings, connector, scope)

@@ -22,7 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -37,8 +37,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.access_tokens import AccessTokenValidator, IssuerUnavailable, TokenRejected
 from gateway.config import ServerSettings, TokenSettings
+
+if TYPE_CHECKING:
+    from gateway.access_tokens import AccessTokenValidator
 from gateway.errors import ClientError, GatewayError
 from gateway.fair_share import FairShare, default_share
 from gateway.protected_resource import challenge, metadata_document, metadata_paths
@@ -209,7 +211,11 @@ class Guard:
         self._hosts = hosts
         self._tokens: tuple[TokenSettings, ...] = settings.tokens
         self._auth = settings.auth
-        self._validator = AccessTokenValidator(settings.auth) if settings.auth is not None else None
+        self._validator: AccessTokenValidator | None = None
+        if settings.auth is not None:  # JOSE and the HTTP client load only where tokens are checked
+            from gateway.access_tokens import AccessTokenValidator
+
+            self._validator = AccessTokenValidator(settings.auth)
         # Every request asks the same one or two questions: the answers are kept (bounded: the values
         # come from clients) instead of parsing URLs per request.
         self._host_allowed = lru_cache(maxsize=256)(partial(_matches, patterns=hosts, with_scheme=False))
@@ -240,6 +246,8 @@ class Guard:
         return await self._check_access_token(candidate)
 
     async def _check_access_token(self, token: str) -> tuple[Caller | None, Response | None]:
+        from gateway.access_tokens import IssuerUnavailable, TokenRejected
+
         assert self._validator is not None  # noqa: S101 - only with [server.auth]
         assert self._auth is not None  # noqa: S101
         try:

@@ -18,10 +18,11 @@ States (the whole machine lives in ``_TRANSITIONS``):
 from __future__ import annotations
 
 import random
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -31,6 +32,10 @@ from pydantic import ValidationError
 from gateway import __version__
 from gateway.client_requests import ADVERTISED_TO_UPSTREAMS, RELAYED
 from gateway.config import HttpUpstream, StdioUpstream
+
+if TYPE_CHECKING:
+    from gateway.transports.client_credentials import UpstreamToken
+    from gateway.transports.http_options import HttpOptions
 from gateway.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     MethodNotFound,
@@ -52,9 +57,6 @@ from gateway.protocol.versions import (
 )
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
 from gateway.transports.base import MessageStream
-from gateway.transports.client_credentials import ClientCredentialsGrant, UpstreamToken
-from gateway.transports.http_client import HttpTransportError, open_legacy_sse, open_streamable_http
-from gateway.transports.http_options import HTTP_ERRORS, HttpOptions
 from gateway.transports.stdio import ChildSpec, open_child
 
 State = Literal["starting", "ready", "backing-off", "failed", "stopped"]
@@ -90,10 +92,22 @@ STDERR_TAIL_LINES = 5
 CLIENT_INFO = {"name": "mcp-prompt-gateway", "version": __version__}
 
 
+def _connection_failures() -> tuple[type[BaseException], ...]:
+    """What ends a connection (and is retried): OS and upstream errors, and the HTTP client's when it is
+    loaded. The HTTP modules (aiohttp, its TLS context) load only with the first HTTP upstream, so a
+    gateway of stdio upstreams starts without them."""
+    http = sys.modules.get("gateway.transports.http_client")
+    if http is None:
+        return (OSError, UpstreamError)
+    return (OSError, UpstreamError, http.HttpTransportError, *http.HTTP_ERRORS)
+
+
 def _upstream_token(settings: StdioUpstream | HttpUpstream) -> UpstreamToken | None:
     """The gateway's own token for an upstream that asks for one (``oauth``), kept across reconnects."""
     if not isinstance(settings, HttpUpstream) or settings.oauth is None:
         return None
+    from gateway.transports.client_credentials import ClientCredentialsGrant, UpstreamToken
+
     oauth = settings.oauth
     grant = ClientCredentialsGrant(
         token_url=oauth.token_url,
@@ -106,6 +120,8 @@ def _upstream_token(settings: StdioUpstream | HttpUpstream) -> UpstreamToken | N
 
 
 def _http_options(settings: HttpUpstream) -> HttpOptions:
+    from gateway.transports.http_options import HttpOptions
+
     return HttpOptions(
         timeout_s=settings.timeout_s,
         headers=settings.headers,
@@ -325,7 +341,7 @@ class UpstreamConnector:
                     self._log.warning("upstream_died_on_probe", error=exc.message)
                     self.restarts += 1
                     continue  # once, at once: the handshake alone from now on
-                except (OSError, UpstreamError, HttpTransportError, *HTTP_ERRORS) as exc:
+                except _connection_failures() as exc:
                     reason = str(exc) or type(exc).__name__
                 self.last_error = reason
                 up_for = None if self._ready_since is None else anyio.current_time() - self._ready_since
@@ -353,11 +369,15 @@ class UpstreamConnector:
             async with open_child(spec, on_stderr_line=self._log_stderr, max_message_bytes=limit) as (stream, process):
                 yield stream, {"pid": process.pid}
         elif settings.transport == "streamable-http":
+            from gateway.transports.http_client import open_streamable_http
+
             async with open_streamable_http(
                 settings.url, _http_options(settings), max_message_bytes=limit, token=self._upstream_token
             ) as http_stream:
                 yield http_stream, {"url": _without_credentials(settings.url)}
         else:
+            from gateway.transports.http_client import open_legacy_sse
+
             async with open_legacy_sse(
                 settings.url, _http_options(settings), max_message_bytes=limit, token=self._upstream_token
             ) as sse_stream:
