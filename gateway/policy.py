@@ -68,14 +68,18 @@ def _confusable_classes() -> dict[int, str]:
     return {k: v for k, v in mapping.items() if chr(k) not in _GLOB and not _GLOB & set(v)}
 
 
-_CONFUSABLES = _confusable_classes()
+@functools.cache
+def _confusables() -> dict[int, str]:
+    """Built on first use (tens of milliseconds): a gateway without deny rules never needs it."""
+    return _confusable_classes()
 
 
 def _fold(text: str) -> str:
-    text = _IGNORABLE.sub("", text).casefold().translate(_CONFUSABLES)  # before NFKC, which turns ϲ into ς
+    confusables = _confusables()
+    text = _IGNORABLE.sub("", text).casefold().translate(confusables)  # before NFKC, which turns ϲ into ς
     text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
     text = "".join(ch for ch in text if unicodedata.category(ch) not in _DROPPED_CATEGORIES and not ch.isspace())
-    return _IGNORABLE.sub("", text.casefold()).translate(_CONFUSABLES)
+    return _IGNORABLE.sub("", text.casefold()).translate(confusables)
 
 
 @functools.lru_cache(maxsize=16_384)  # listings ask the same names again and again; ~30 µs each to fold
