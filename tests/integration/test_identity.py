@@ -26,6 +26,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+from gateway.protocol.modern import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 from tests.integration.helpers import (
     HTTP_HEADERS,
     INITIALIZE,
@@ -134,8 +135,25 @@ async def test_metadata_and_challenges_lead_clients_to_the_provider(tmp_path: Pa
             legacy = await http.get(f"{setup.base}/sse", headers={"Accept": "text/event-stream"})
         assert legacy.status_code == 401
         assert f'resource_metadata="{metadata_url}"' in legacy.headers["www-authenticate"]
-        accepted = await initialize(setup.url, await token_for(setup, ALICE))
+        alice = await token_for(setup, ALICE)
+        accepted = await initialize(setup.url, alice)
         assert accepted.status_code == 200, accepted.text
+        stateless = {  # the 2026-07-28 era: no session, every request carries the token
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "prompts/list",
+            "params": {"_meta": {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}}},
+        }
+        modern_headers = {**HTTP_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/list"}
+        async with httpx.AsyncClient() as http:
+            anonymous = await http.post(setup.url, json=stateless, headers=modern_headers)
+            assert anonymous.status_code == 401
+            assert f'resource_metadata="{metadata_url}"' in anonymous.headers["www-authenticate"]
+            listed = await http.post(
+                setup.url, json=stateless, headers={**modern_headers, "Authorization": f"Bearer {alice}"}
+            )
+            assert listed.status_code == 200
+            assert "eng__code_review" in [p["name"] for p in listed.json()["result"]["prompts"]]
         no_scope = await initialize(setup.url, await token_for(setup, OUTSIDER, scope="prompts:admin"))
         assert no_scope.status_code == 403
         assert 'error="insufficient_scope"' in no_scope.headers["www-authenticate"]
