@@ -239,6 +239,7 @@ def _import(args: argparse.Namespace) -> int:
 def _health(server: ServerSettings) -> int:
     """The Docker health check: the address comes from the config, so it follows the configured port."""
     import urllib.request  # only here: every other command starts without it
+
     if server.transport != "http":
         print("prompt-gateway: this config serves stdio; there is no HTTP health endpoint", file=sys.stderr)
         return EXIT_CONFIG
