@@ -10,12 +10,16 @@ others keep serving.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import structlog
 import watchfiles
 
@@ -26,6 +30,36 @@ from gateway.file_prompts import MAX_FILE_BYTES, FilePrompt, PromptFileError, Re
 log = structlog.get_logger("gateway.files")
 
 MAX_FILES = 2000
+RENDER_TIMEOUT_S = 2.0
+"""A template that has not rendered by then fails its request. Python cannot stop a thread, so the
+render finishes in the background (the sandbox bounds ``range`` and output, which bounds most loops);
+the thread is a daemon, so it never holds the gateway's exit."""
+
+
+async def _render_off_the_loop(prompt: FilePrompt, values: dict[str, str]) -> list[dict[str, Any]]:
+    """``prompt.render`` on a daemon thread of its own, awaited for ``RENDER_TIMEOUT_S`` at most: a slow
+    template fails its own request and stalls nobody else."""
+    done = anyio.Event()
+    outcome: dict[str, Any] = {}
+    token = anyio.lowlevel.current_token()
+
+    def work() -> None:
+        try:
+            outcome["messages"] = prompt.render(values)
+        except Exception as exc:
+            outcome["error"] = exc
+        with contextlib.suppress(RuntimeError):  # the gateway may have stopped meanwhile
+            anyio.from_thread.run_sync(done.set, token=token)
+
+    threading.Thread(target=work, name=f"render {prompt.name}", daemon=True).start()
+    with anyio.fail_after(RENDER_TIMEOUT_S):
+        await done.wait()
+    if "error" in outcome:
+        raise outcome["error"]
+    messages: list[dict[str, Any]] = outcome["messages"]
+    return messages
+
+
 INVALID_PARAMS = -32602
 
 
@@ -136,8 +170,12 @@ class FilePromptSource:
         if method == "prompts/get":
             prompt = self._prompt(params.get("name"))
             arguments = params.get("arguments") or {}
+            values = {str(k): str(v) for k, v in arguments.items()}
             try:
-                messages = prompt.render({str(k): str(v) for k, v in arguments.items()})
+                messages = await _render_off_the_loop(prompt, values)
+            except TimeoutError:
+                message = f"Invalid params: the template took longer than {RENDER_TIMEOUT_S:.0f} s to render"
+                raise UpstreamRejected(self.namespace, {"code": INVALID_PARAMS, "message": message}) from None
             except RenderError as exc:
                 raise UpstreamRejected(
                     self.namespace, {"code": INVALID_PARAMS, "message": f"Invalid params: {exc}"}
@@ -150,8 +188,8 @@ class FilePromptSource:
             ref = params.get("ref") or {}
             prompt = self._prompt(ref.get("name") if isinstance(ref, dict) else None)
             argument = params.get("argument") or {}
-            values = prompt.complete(str(argument.get("name", "")), str(argument.get("value", "")))
-            return {"completion": {"values": values, "total": len(values), "hasMore": False}}
+            offered = prompt.complete(str(argument.get("name", "")), str(argument.get("value", "")))
+            return {"completion": {"values": offered, "total": len(offered), "hasMore": False}}
         raise UpstreamRejected(self.namespace, {"code": -32601, "message": f"Method not found: {method}"})
 
     def _prompt(self, name: Any) -> FilePrompt:

@@ -73,3 +73,23 @@ async def test_check_names_a_broken_file_and_the_others_serve(tmp_path: Path) ->
     row = next(line for line in output.splitlines() if line.startswith("team"))
     assert row.split()[1:4] == ["files", "ready", "3"]
     assert "broken.md:2: template syntax" in row
+
+
+async def test_a_slow_template_fails_its_own_request_and_stalls_nobody(tmp_path: Path) -> None:
+    root = prompt_directory(tmp_path / "prompts")
+    slow = "{% for a in range(99999) %}{% for b in range(99999) %}{% endfor %}{% endfor %}done"
+    await anyio.Path(root / "slow.md").write_text(slow)
+    config = write_config(tmp_path / "c.toml", [{"namespace": "team", "transport": "files", "path": str(root)}])
+    async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+        async with anyio.create_task_group() as tg:
+            refused: list[MCPError] = []
+
+            async def slow_get() -> None:
+                with pytest.raises(MCPError) as info:
+                    await client.get_prompt("team__slow")
+                refused.append(info.value)
+
+            tg.start_soon(slow_get)
+            review = await client.get_prompt("team__review", {"code": "y = 2"})  # served meanwhile
+            assert review.messages
+        assert "took longer than 2 s to render" in refused[0].error.message
