@@ -18,6 +18,7 @@ import structlog
 
 from gateway import __version__
 from gateway.app import Gateway, ensure_safe_exposure, listening_socket, run_gateway, serve_http, serve_stream
+from gateway.catalog import TAGS_META_KEY
 from gateway.config import AuthSettings, Config, ServerSettings, load_config
 from gateway.errors import ConfigError, UpstreamError
 from gateway.importer import import_client_config
@@ -68,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         )
         if name == "list":
             sub.add_argument("--json", action="store_true", help="print the prompts as JSON")
+            sub.add_argument("--tag", action="append", help="only prompts with this tag (repeatable: all of them)")
         if name == "serve":
             sub.add_argument("--watch", action="store_true", help="reload the config when the file changes")
     return parser
@@ -202,10 +204,13 @@ def _print_prompts(listing: dict[str, Any]) -> None:
     print(_table(rows))
 
 
-async def _list(gateway_config: Config, as_json: bool) -> int:
+async def _list(gateway_config: Config, as_json: bool, tags: Sequence[str] = ()) -> int:
     async with run_gateway(gateway_config, settle=True) as gateway:
         listing = await gateway.catalog.all_prompts()
         failed = [c.namespace for c in gateway.connectors if not c.ready]
+    if tags:
+        wanted = set(tags)
+        listing["prompts"] = [p for p in listing["prompts"] if wanted <= set(_tags_of(p))]
     if as_json:
         print(json.dumps(listing["prompts"], indent=2, ensure_ascii=False))
     else:
@@ -213,6 +218,12 @@ async def _list(gateway_config: Config, as_json: bool) -> int:
     for namespace in sorted(set(failed) | set(listing["unavailable"])):
         print(f"warning: upstream {namespace} is unavailable; its prompts are missing", file=sys.stderr)
     return EXIT_UPSTREAM_FAILED if failed else EXIT_OK
+
+
+def _tags_of(prompt: dict[str, Any]) -> list[str]:
+    meta = prompt.get("_meta")
+    tags = meta.get(TAGS_META_KEY) if isinstance(meta, dict) else None
+    return [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -293,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return anyio.run(_check, config)
     if args.command == "health":
         return _health(config.server)
-    return anyio.run(_list, config, args.json)
+    return anyio.run(_list, config, args.json, tuple(args.tag or ()))
 
 
 if __name__ == "__main__":

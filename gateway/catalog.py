@@ -61,6 +61,8 @@ MAX_INDEX_PROMPTS = 100_000
 MAX_EMPTY_ROUNDS = 32
 MISS_REFRESH_INTERVAL_S = 1.0
 UNAVAILABLE_META_KEY = "prompt-gateway/unavailable"
+TAGS_META_KEY = "prompt-gateway/tags"
+"""Where a listed prompt's tags are, in its ``_meta`` (prompt files set them)."""
 
 log = structlog.get_logger("gateway.catalog")
 _T = TypeVar("_T")

@@ -25,6 +25,8 @@ import jinja2
 import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from gateway.catalog import TAGS_META_KEY
+
 MAX_FILE_BYTES = 256 * 1024
 MAX_OUTPUT_CHARS = 512 * 1024
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -78,7 +80,7 @@ class FilePrompt:
         if self.description:
             prompt["description"] = self.description
         if self.tags:
-            prompt["_meta"] = {"prompt-gateway/tags": list(self.tags)}
+            prompt["_meta"] = {TAGS_META_KEY: list(self.tags)}
         return prompt
 
     def render(self, given: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@ an edit announced as list_changed, and a broken file named by check while the ot
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -93,3 +94,20 @@ async def test_a_slow_template_fails_its_own_request_and_stalls_nobody(tmp_path:
             review = await client.get_prompt("team__review", {"code": "y = 2"})  # served meanwhile
             assert review.messages
         assert "took longer than 2 s to render" in refused[0].error.message
+
+
+async def test_list_filters_by_tag(tmp_path: Path) -> None:
+    root = tmp_path / "prompts"
+    root.mkdir()
+    await anyio.Path(root / "a.md").write_text("---\ntags: [writing, team]\n---\nA")
+    await anyio.Path(root / "b.md").write_text("---\ntags: [writing]\n---\nB")
+    await anyio.Path(root / "c.md").write_text("C")
+    config = write_config(
+        tmp_path / "c.toml", [{"namespace": "t", "transport": "files", "path": str(root), "watch": False}]
+    )
+    command = [*gateway_command(config, "list"), "--json", "--tag", "writing"]
+    writing = json.loads((await anyio.run_process(command, cwd=ROOT)).stdout)
+    assert [p["name"] for p in writing] == ["t__a", "t__b"]
+    assert writing[0]["_meta"]["prompt-gateway/tags"] == ["writing", "team"]
+    both = json.loads((await anyio.run_process([*command, "--tag", "team"], cwd=ROOT)).stdout)
+    assert [p["name"] for p in both] == ["t__a"]
