@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import jwt
 import pytest
+from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
@@ -46,6 +47,14 @@ def signing_key(kid: str) -> SigningKey:
 @dataclass(frozen=True)
 class Provider:
     issuer: str
+    process: Process | None = None
+
+    async def stop(self) -> None:
+        """Stop it now (a restart on the same address follows, as at a key rotation)."""
+        if self.process is not None and self.process.returncode is None:
+            self.process.terminate()
+            with anyio.fail_after(10):
+                await self.process.wait()
 
     @property
     def token_endpoint(self) -> str:
@@ -96,10 +105,16 @@ async def oidc_provider(
         lines = BufferedByteReceiveStream(process.stdout)
         try:
             with anyio.fail_after(30):
-                first = json.loads(await lines.receive_until(b"\n", 65536))
-            yield Provider(first["issuer"])
+                try:
+                    first = json.loads(await lines.receive_until(b"\n", 65536))
+                except anyio.IncompleteRead:
+                    assert process.stderr is not None
+                    said = await process.stderr.receive(65536)
+                    pytest.fail(f"the OpenID Provider did not start: {said.decode(errors='replace')[-2000:]}")
+            yield Provider(first["issuer"], process)
         finally:
-            process.terminate()
+            if process.returncode is None:
+                process.terminate()
             with anyio.fail_after(10):
                 await process.wait()
 

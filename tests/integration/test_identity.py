@@ -290,21 +290,25 @@ def _hs256_with(secret: bytes, claims: dict[str, Any]) -> str:
 
 
 async def test_a_key_rotation_at_the_provider_is_followed_without_a_restart(tmp_path: Path) -> None:
-    port, provider_port = free_port(), free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     old, new = signing_key("2026-old"), signing_key("2026-new")
     config = tmp_path / "gateway.toml"
-    config.write_text(gateway_toml(port, f"http://127.0.0.1:{provider_port}", refresh_s=0))
     secret = (ALICE["client_id"], ALICE["client_secret"])
-    async with running_gateway(config):
-        async with oidc_provider(tmp_path / "a", resource=url, keys=[old], clients=[ALICE], port=provider_port) as a:
+    async with oidc_provider(tmp_path / "a", resource=url, keys=[old], clients=[ALICE]) as a:
+        provider_port = int(a.issuer.rsplit(":", 1)[1])  # the restarted provider keeps its address
+        config.write_text(gateway_toml(port, a.issuer, refresh_s=0))
+        async with running_gateway(config):
             before = await client_credentials_token(a, *secret, url, "prompts:read")
             assert (await initialize(url, before)).status_code == 200
-        async with oidc_provider(tmp_path / "b", resource=url, keys=[new], clients=[ALICE], port=provider_port) as b:
-            after = await client_credentials_token(b, *secret, url, "prompts:read")
-            assert jwt.get_unverified_header(after)["kid"] == "2026-new"
-            assert (await initialize(url, after)).status_code == 200  # the keys were fetched again
-            assert (await initialize(url, before)).status_code == 401  # and the retired key is gone
+            await a.stop()
+            async with oidc_provider(
+                tmp_path / "b", resource=url, keys=[new], clients=[ALICE], port=provider_port
+            ) as b:
+                after = await client_credentials_token(b, *secret, url, "prompts:read")
+                assert jwt.get_unverified_header(after)["kid"] == "2026-new"
+                assert (await initialize(url, after)).status_code == 200  # the keys were fetched again
+                assert (await initialize(url, before)).status_code == 401  # and the retired key is gone
 
 
 async def test_check_fetches_each_issuers_keys_and_names_what_fails(tmp_path: Path) -> None:
