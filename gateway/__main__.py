@@ -20,7 +20,7 @@ from gateway import __version__
 from gateway.app import Gateway, ensure_safe_exposure, listening_socket, run_gateway, serve_http, serve_stream
 from gateway.catalog import TAGS_META_KEY
 from gateway.config import AuthSettings, Config, ServerSettings, load_config
-from gateway.errors import ConfigError, UpstreamError
+from gateway.errors import ConfigError, GatewayError, UpstreamError
 from gateway.importer import import_client_config
 from gateway.observability import configure_logging
 from gateway.transports.stdio import open_own_stdio
@@ -59,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         ("check", "validate the config, start every upstream, print their state, exit non-zero on failure"),
         ("list", "print the unified, policy-filtered prompt list"),
         ("health", "ask the running HTTP gateway of this config for /healthz: exit 0 if healthy (a probe)"),
+        ("render", "print a prompt's messages as a client would receive them"),
     ):
         sub = commands.add_parser(name, help=text, description=text)
         sub.add_argument("--config", "-c", required=True, help="path to the TOML config")
@@ -67,6 +68,10 @@ def _parser() -> argparse.ArgumentParser:
             default="warning" if name != "serve" else "info",
             choices=["debug", "info", "warning", "error"],
         )
+        if name == "render":
+            sub.add_argument("name", help="the prompt's name as clients see it (namespace__name)")
+            sub.add_argument("--arg", action="append", default=[], metavar="K=V", help="an argument (repeatable)")
+            sub.add_argument("--json", action="store_true", help="print the result as JSON")
         if name == "list":
             sub.add_argument("--json", action="store_true", help="print the prompts as JSON")
             sub.add_argument("--tag", action="append", help="only prompts with this tag (repeatable: all of them)")
@@ -220,6 +225,30 @@ async def _list(gateway_config: Config, as_json: bool, tags: Sequence[str] = ())
     return EXIT_UPSTREAM_FAILED if failed else EXIT_OK
 
 
+async def _render(gateway_config: Config, name: str, pairs: Sequence[str], as_json: bool) -> int:
+    arguments = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            print(f"prompt-gateway: --arg {pair!r} is not K=V", file=sys.stderr)
+            return EXIT_CONFIG
+        arguments[key] = value
+    async with run_gateway(gateway_config, settle=True) as gateway:
+        try:
+            result = await gateway.catalog.get_prompt({"name": name, "arguments": arguments})
+        except GatewayError as exc:
+            print(f"prompt-gateway: {exc.message}", file=sys.stderr)
+            return EXIT_UPSTREAM_FAILED
+    if as_json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    for message in result.get("messages", []):
+        content = message.get("content") or {}
+        text = content.get("text") if content.get("type") == "text" else f"[{content.get('type', '?')} content]"
+        print(f"── {message.get('role', '?')} ──\n{text}\n")
+    return EXIT_OK
+
+
 def _tags_of(prompt: dict[str, Any]) -> list[str]:
     meta = prompt.get("_meta")
     tags = meta.get(TAGS_META_KEY) if isinstance(meta, dict) else None
@@ -304,6 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return anyio.run(_check, config)
     if args.command == "health":
         return _health(config.server)
+    if args.command == "render":
+        return anyio.run(_render, config, args.name, tuple(args.arg), args.json)
     return anyio.run(_list, config, args.json, tuple(args.tag or ()))
 
 

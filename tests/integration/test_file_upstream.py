@@ -111,3 +111,18 @@ async def test_list_filters_by_tag(tmp_path: Path) -> None:
     assert writing[0]["_meta"]["prompt-gateway/tags"] == ["writing", "team"]
     both = json.loads((await anyio.run_process([*command, "--tag", "team"], cwd=ROOT)).stdout)
     assert [p["name"] for p in both] == ["t__a"]
+
+
+async def test_render_prints_a_prompts_messages(tmp_path: Path) -> None:
+    root = prompt_directory(tmp_path / "prompts")
+    config = write_config(
+        tmp_path / "c.toml", [{"namespace": "team", "transport": "files", "path": str(root), "watch": False}]
+    )
+    render = [*gateway_command(config, "render"), "team__review", "--arg", "code=x = 1", "--arg", "language=go"]
+    shown = await anyio.run_process(render, cwd=ROOT)
+    assert shown.stdout.decode() == "── user ──\nReview this go code:\nx = 1\n\n"
+    as_json = json.loads((await anyio.run_process([*render, "--json"], cwd=ROOT)).stdout)
+    assert as_json["messages"][0]["content"]["text"] == "Review this go code:\nx = 1"
+    refused = await anyio.run_process([*render[:-2], "--arg", "language=cobol"], cwd=ROOT, check=False)
+    assert refused.returncode == 1
+    assert "must be one of python, rust, go" in refused.stderr.decode()
