@@ -484,7 +484,7 @@ async def bench_auth(quick: bool, use_wrk: bool) -> dict[str, Any]:
         "[[server.tokens]]", 'name = "bench"', f"token = {json.dumps(static)}",
         "[[upstreams]]", 'namespace = "up"', *(f"{k} = {toml(v)}" for k, v in upstream.items()),
     ]  # fmt: skip
-    seconds = 2 if quick else 8
+    seconds = 1 if quick else 8
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "auth.toml"
         config.write_text("\n".join(lines) + "\n")
@@ -527,7 +527,7 @@ async def bench_startup(quick: bool) -> dict[str, Any]:
     """Per N: the time until the gateway lists every upstream's prompts (default ``protocol``, "auto"),
     beside the time to start and initialize the same N servers directly and list each once."""
     rows = []
-    for count in (5,) if quick else (10, 25, 50):
+    for count in (3,) if quick else (10, 25, 50):
         direct_s = await start_directly(count)
         gateway_s, listed = await start_through_gateway(count)
         row: dict[str, Any] = {"upstreams": count, "direct_all_listed_s": direct_s}
