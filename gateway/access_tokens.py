@@ -83,12 +83,23 @@ def metadata_urls(issuer: str) -> list[str]:
 async def fetch_json(url: str) -> dict[str, Any]:
     """A JSON object from ``url``, bounded in size and time, through the gateway's HTTP client (the
     environment's proxy settings apply)."""
-    async with upstream_session(url, HttpOptions(timeout_s=FETCH_TIMEOUT_S)) as http:
-        with anyio.fail_after(FETCH_TIMEOUT_S):
-            async with http.get(url, headers={"Accept": "application/json"}) as response:
-                if response.status != 200:
-                    raise IssuerUnavailable(f"{url} answered HTTP {response.status}")
-                body = await response.content.read(MAX_DOCUMENT_BYTES + 1)
+    return await _request_json("GET", url)
+
+
+async def _request_json(method: str, url: str, **request: Any) -> dict[str, Any]:
+    """One request to an authorization server and its JSON object answer, bounded in size and time;
+    any failure is an IssuerUnavailable saying what happened."""
+    try:
+        async with upstream_session(url, HttpOptions(timeout_s=FETCH_TIMEOUT_S)) as http:
+            with anyio.fail_after(FETCH_TIMEOUT_S):
+                headers = {"Accept": "application/json"}
+                async with http.request(method, url, headers=headers, **request) as response:
+                    body = await response.content.read(MAX_DOCUMENT_BYTES + 1)
+                    status = response.status
+    except HTTP_ERRORS as exc:
+        raise IssuerUnavailable(f"{url}: {describe(exc)}") from exc
+    if status != 200:
+        raise IssuerUnavailable(f"{url} answered HTTP {status}")
     if len(body) > MAX_DOCUMENT_BYTES:
         raise IssuerUnavailable(f"{url} answered more than {MAX_DOCUMENT_BYTES} bytes")
     try:
@@ -142,8 +153,8 @@ class IssuerKeys:
         for url in metadata_urls(self.settings.issuer):
             try:
                 metadata = await fetch_json(url)
-            except (IssuerUnavailable, *HTTP_ERRORS) as exc:
-                problems.append(str(exc) if isinstance(exc, IssuerUnavailable) else f"{url}: {describe(exc)}")
+            except IssuerUnavailable as exc:
+                problems.append(str(exc))
                 continue
             if metadata.get("issuer") != self.settings.issuer:
                 problems.append(f"{url} names issuer {metadata.get('issuer')!r}, not {self.settings.issuer!r}")
@@ -155,10 +166,7 @@ class IssuerKeys:
     async def load(self) -> jwt.PyJWKSet:
         """Fetch the key set now (``check`` uses this to show the configuration works)."""
         jwks_uri = await self.discover()
-        try:
-            document = await fetch_json(jwks_uri)
-        except HTTP_ERRORS as exc:
-            raise IssuerUnavailable(f"{jwks_uri}: {describe(exc)}") from exc
+        document = await fetch_json(jwks_uri)
         try:
             keys = jwt.PyJWKSet.from_dict(document)
         except jwt.PyJWKSetError as exc:
@@ -267,10 +275,11 @@ class AccessTokenValidator:
             if introspection is None:
                 continue
             endpoint = await keys.introspection_endpoint()
-            answer = await _post_form(
+            answer = await _request_json(
+                "POST",
                 endpoint,
-                {"token": token, "token_type_hint": "access_token"},
-                aiohttp.BasicAuth(introspection.client_id, introspection.client_secret),
+                data={"token": token, "token_type_hint": "access_token"},
+                auth=aiohttp.BasicAuth(introspection.client_id, introspection.client_secret),
             )
             if answer.get("active") is not True:
                 continue
@@ -292,23 +301,3 @@ class AccessTokenValidator:
         if not isinstance(subject, str) or not subject:
             raise TokenRejected("the introspection names no subject (sub)")
         return AccessToken(issuer=issuer.issuer, subject=subject, scopes=scopes_of(answer), claims=answer)
-
-
-async def _post_form(url: str, form: dict[str, str], auth: aiohttp.BasicAuth) -> dict[str, Any]:
-    try:
-        async with upstream_session(url, HttpOptions(timeout_s=FETCH_TIMEOUT_S)) as http:
-            with anyio.fail_after(FETCH_TIMEOUT_S):
-                async with http.post(url, data=form, auth=auth, headers={"Accept": "application/json"}) as response:
-                    body = await response.content.read(MAX_DOCUMENT_BYTES + 1)
-                    status = response.status
-    except HTTP_ERRORS as exc:
-        raise IssuerUnavailable(f"{url}: {describe(exc)}") from exc
-    if status != 200:
-        raise IssuerUnavailable(f"{url} answered HTTP {status}")
-    try:
-        answer = json.loads(body)
-    except ValueError as exc:
-        raise IssuerUnavailable(f"{url} did not answer JSON") from exc
-    if not isinstance(answer, dict):
-        raise IssuerUnavailable(f"{url} did not answer a JSON object")
-    return answer

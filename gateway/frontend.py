@@ -117,6 +117,9 @@ class Hub:
     def __len__(self) -> int:
         return len(self._listeners)
 
+    def _may_see(self, viewer: Viewer | None, changed: frozenset[str]) -> bool:
+        return viewer is None or self._sees is None or self._sees(viewer, changed)
+
     def broadcast_list_changed(self, changed: frozenset[str] | None = None) -> int:
         """Tell every listener that may see something of the ``changed`` upstreams (None: any may have
         changed). A listener whose view shows nothing of them is not told: a change it cannot see is
@@ -205,37 +208,25 @@ class PromptService:
     ) -> dict[str, Any]:
         """The result of a method both eras share, in the newest shape (``for_client`` adapts it)."""
         await self.warm_up()
-        if self._audit is not None and method in AUDITED:
-            upstream = self._catalog().upstream_of(prompt_of(method, params))
-            with self._audit.request(who, method, params, upstream):
-                return await self._serve(method, params, viewer, notify, completions, modern, ask)
-        return await self._serve(method, params, viewer, notify, completions, modern, ask)
-
-    async def _serve(
-        self,
-        method: str,
-        params: dict[str, Any] | None,
-        viewer: Viewer | None,
-        notify: Notify,
-        completions: bool,
-        modern: bool,
-        ask: Ask | None,
-    ) -> dict[str, Any]:
         catalog = self._catalog()
-        if method == "server/discover":
-            return {
-                "supportedVersions": supported_versions(),
-                "capabilities": self.capabilities(completions=completions),
-                "ttlMs": catalog.ttl_ms,
-                "cacheScope": "public",
-            }
-        if method == "prompts/list":
-            return await catalog.list_prompts(params, viewer=viewer)
-        if method == "prompts/get":
-            return await catalog.get_prompt(params, viewer=viewer, notify=notify, input_required=modern, ask=ask)
-        if not completions:
-            raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
-        return await catalog.complete(params, viewer=viewer, notify=notify, ask=ask)
+        audited: AbstractContextManager[None] = nullcontext()
+        if self._audit is not None and method in AUDITED:
+            audited = self._audit.request(who, method, params, catalog.upstream_of(prompt_of(method, params)))
+        with audited:
+            if method == "server/discover":
+                return {
+                    "supportedVersions": supported_versions(),
+                    "capabilities": self.capabilities(completions=completions),
+                    "ttlMs": catalog.ttl_ms,
+                    "cacheScope": "public",
+                }
+            if method == "prompts/list":
+                return await catalog.list_prompts(params, viewer=viewer)
+            if method == "prompts/get":
+                return await catalog.get_prompt(params, viewer=viewer, notify=notify, input_required=modern, ask=ask)
+            if not completions:
+                raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
+            return await catalog.complete(params, viewer=viewer, notify=notify, ask=ask)
 
     async def warm_up(self) -> None:
         """Until upstreams still in their first attempt have settled, for a short bounded time at start."""
@@ -294,7 +285,7 @@ class ClientSession:
     async def handle_request(self, request: Request, notify: Notify) -> dict[str, Any]:
         with self._service.observe(request.method):
             if request.method != "initialize" and carries_envelope(request.params):
-                return await self._service.modern(request, notify, viewer=self._viewer, who=self._who)
+                return await self._service.modern(request, notify, viewer=self.viewer, who=self._who)
             return await self._handle_legacy(request, notify)
 
     async def _handle_legacy(self, request: Request, notify: Notify) -> dict[str, Any]:
@@ -316,7 +307,7 @@ class ClientSession:
         result = await self._service.serve(
             method,
             request.params,
-            viewer=self._viewer,
+            viewer=self.viewer,
             notify=notify,
             completions=self._completions,
             modern=False,

@@ -145,10 +145,7 @@ class _HttpStream:
         self._tg.start_soon(self._post, frame)
 
     async def _authorized(self, headers: dict[str, str]) -> dict[str, str]:
-        """``headers`` with the gateway's own token for this upstream, where it needs one."""
-        if self._token is not None:
-            headers["Authorization"] = await self._token.authorization()
-        return headers
+        return await _with_token(self._token, headers)
 
     async def _post_frame(self, frame: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
         """POST a frame; the response once its head has arrived. A pooled connection the server (or a
@@ -349,6 +346,7 @@ class StreamableHttpStream(_HttpStream):
 
 
 async def _with_token(token: UpstreamToken | None, headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` with the gateway's own token for an upstream, where it needs one."""
     if token is not None:
         headers["Authorization"] = await token.authorization()
     return headers
