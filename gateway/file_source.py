@@ -72,12 +72,12 @@ def scan(root: Path) -> tuple[dict[str, FilePrompt], dict[str, str]]:
     count = 0
     for directory, subdirectories, files in os.walk(root, followlinks=False):
         relative_dir = Path(directory).relative_to(root).as_posix()
-        subdirectories[:] = sorted(
-            d
-            for d in subdirectories
-            if not d.startswith(".") or d == ".claude" or (relative_dir.endswith(".claude") and d == "commands")
-        )
-        for file_name in sorted(files):
+        in_claude = relative_dir.rsplit("/", 1)[-1] == ".claude"  # only its commands/ holds prompts
+        if in_claude:
+            subdirectories[:] = [d for d in subdirectories if d == "commands"]
+        else:
+            subdirectories[:] = sorted(d for d in subdirectories if not d.startswith(".") or d == ".claude")
+        for file_name in [] if in_claude else sorted(files):
             relative = file_name if relative_dir == "." else f"{relative_dir}/{file_name}"
             if kind_of(relative) is None:
                 continue

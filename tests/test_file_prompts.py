@@ -142,3 +142,17 @@ def test_a_symbolic_link_out_of_the_directory_and_a_broken_file_leave_the_rest_s
     assert sorted(prompts) == ["hello"]
     assert problems["broken.md"].startswith("broken.md:1: template syntax")
     assert "outside the prompt directory" in problems["leak.md"]
+
+
+def test_of_hidden_directories_only_claude_commands_are_read(tmp_path: Path) -> None:
+    root = tmp_path / "prompts"
+    for directory in (".claude/commands", ".claude/agents", ".git", "team"):
+        (root / directory).mkdir(parents=True)
+    (root / ".claude" / "commands" / "fix.md").write_text("Fix $ARGUMENTS")
+    (root / ".claude" / "agents" / "reviewer.md").write_text("an agent definition, not a prompt")
+    (root / ".claude" / "CLAUDE.md").write_text("project memory, not a prompt")
+    (root / ".git" / "notes.md").write_text("not a prompt")
+    (root / "team" / "hello.md").write_text("Hello")
+    prompts, problems = scan(root)
+    assert sorted(prompts) == ["fix", "hello"]
+    assert problems == {}
