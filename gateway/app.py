@@ -49,10 +49,6 @@ CLIENT_REQUEST_TIMEOUT_S = 600.0
 """How long a client may take to answer a request relayed from an upstream (a person may be answering)."""
 
 
-def _rules(allow: tuple[str, ...], deny: tuple[str, ...], separator: str) -> Rules:
-    return Rules(allow=allow, deny=deny, separator=separator)
-
-
 @dataclass
 class _Running:
     settings: StdioUpstream | HttpUpstream | FilesUpstream
@@ -109,7 +105,7 @@ class Gateway:
     def _token_rules(config: Config) -> dict[str, Rules]:
         """Each token's policy, compiled once per config rather than once per session."""
         sep = config.gateway.namespace_separator
-        return {t.name: _rules(t.policy.allow, t.policy.deny, sep) for t in config.server.tokens}
+        return {t.name: Rules.of(t.policy, sep) for t in config.server.tokens}
 
     # ---- lifetime -----------------------------------------------------------------------------
 
@@ -199,7 +195,8 @@ class Gateway:
             Mount(
                 self._running[u.namespace].connector,
                 prefix=u.namespace + sep if u.prefix else "",
-                rules=_rules(u.policy.allow, u.policy.deny, sep),
+                rules=Rules.of(u.policy, sep),
+                overrides=u.overrides,
             )
             for u in config.upstreams
             if u.namespace in self._running
@@ -208,7 +205,7 @@ class Gateway:
             mounts,
             codec=CursorCodec(self._secret),
             generation=config.generation,
-            policy=_rules(config.policy.allow, config.policy.deny, sep),
+            policy=Rules.of(config.policy, sep),
             page_size=settings.page_size,
             on_upstream_error=settings.on_upstream_error,
             progress=self._progress,
@@ -222,9 +219,15 @@ class Gateway:
             log.warning("reload_server_settings_ignored", reason="[server] changes take effect on restart")
             new = new.model_copy(update={"server": self.config.server})
         wanted = {u.namespace: u for u in new.upstreams}
-        stopped = [ns for ns, running in self._running.items() if wanted.get(ns) != running.settings]
+        stopped = [
+            ns
+            for ns, running in self._running.items()
+            if ns not in wanted or wanted[ns].connection != running.settings.connection
+        ]
         for namespace in stopped:
             self._running.pop(namespace).scope.cancel()
+        for namespace, running in self._running.items():  # a new policy or overrides: no reconnect needed
+            running.settings = wanted[namespace]
         started = [await self._start_upstream(u) for u in new.upstreams if u.namespace not in self._running]
         self.config = new
         self._secret = self._secret_for(new, self._secret)

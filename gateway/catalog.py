@@ -1,7 +1,8 @@
 """The merger: many upstream prompt lists presented as one.
 
-Names become ``<namespace><sep><name>`` (or stay as they are on an unprefixed mount); every other field
-passes through untouched. A listing fans out concurrently to every upstream not yet exhausted and
+Names become ``<namespace><sep><name>`` (or stay as they are on an unprefixed mount, or become what an
+override names them); every other field passes through untouched unless an override reshapes it
+(``overrides.py``). A listing fans out concurrently to every upstream not yet exhausted and
 merges their pages in config order under one composite cursor (see ``cursor.py``). ``prompts/get``
 and ``completion/complete`` are routed by *exact* name: a request is forwarded only for a name the
 upstream itself listed and policy lets through, so no spelling trick reaches a hidden prompt.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -27,7 +28,9 @@ import anyio
 import structlog
 from pydantic import BaseModel, ValidationError
 
+from gateway import overrides
 from gateway.client_requests import Ask, ClientRequestRelay
+from gateway.config import PromptOverride
 from gateway.cursor import START, CursorCodec, CursorTooLarge, ListingPosition, PagePosition
 from gateway.errors import (
     GatewayError,
@@ -61,8 +64,7 @@ MAX_INDEX_PROMPTS = 100_000
 MAX_EMPTY_ROUNDS = 32
 MISS_REFRESH_INTERVAL_S = 1.0
 UNAVAILABLE_META_KEY = "prompt-gateway/unavailable"
-TAGS_META_KEY = "prompt-gateway/tags"
-"""Where a listed prompt's tags are, in its ``_meta`` (prompt files set them)."""
+TAGS_META_KEY = overrides.TAGS_META_KEY
 
 log = structlog.get_logger("gateway.catalog")
 _T = TypeVar("_T")
@@ -87,24 +89,63 @@ class PromptSource(Protocol):
 
 @dataclass(frozen=True)
 class Mount:
-    """An upstream as the catalog sees it: where its names live and which of them it may show."""
+    """An upstream as the catalog sees it: where its names live, which of them it may show, and how."""
 
     source: PromptSource
     prefix: str  # "<namespace><sep>", or "" for an unprefixed mount
     rules: Rules = ALLOW_ALL  # the upstream's own policy, on its own names
+    overrides: Mapping[str, PromptOverride] = field(default_factory=dict)  # by the upstream's own names
+    _renamed: dict[str, str] = field(init=False, repr=False, compare=False)  # public name -> own name
+
+    def __post_init__(self) -> None:
+        renamed = {o.name: local for local, o in self.overrides.items() if o.name is not None}
+        object.__setattr__(self, "_renamed", renamed)
 
     @property
     def namespace(self) -> str:
         return self.source.namespace
 
+    @property
+    def renames(self) -> bool:
+        return bool(self._renamed)
+
+    @property
+    def own_tags(self) -> bool:
+        """Whether the source's tags count: only the gateway's own sources (prompt files) set them."""
+        return bool(getattr(self.source, "own_tags", False))
+
+    def natural_name(self, local: str) -> str:
+        """The public name before any rename."""
+        return self.prefix + local
+
     def public_name(self, local: str) -> str:
+        override = self.overrides.get(local)
+        if override is not None and override.name is not None:
+            return override.name
         return self.prefix + local
 
     def local_name(self, public: str) -> str | None:
-        """The upstream's own name for a public name, or None when the name is not under this mount."""
-        if not self.prefix:
-            return public
-        return public[len(self.prefix) :] if public.startswith(self.prefix) else None
+        """The upstream's own name for a public name, or None when the name is not this mount's (a
+        renamed prompt answers to its new name only)."""
+        renamed = self._renamed.get(public)
+        if renamed is not None:
+            return renamed
+        if self.prefix and not public.startswith(self.prefix):
+            return None
+        local = public[len(self.prefix) :]
+        override = self.overrides.get(local)
+        return None if override is not None and override.name is not None else local
+
+    def tags(self, entry: Mapping[str, Any]) -> tuple[str, ...]:
+        if not self.overrides and not self.own_tags:
+            return ()
+        return overrides.tags_of(entry, self.overrides.get(entry["name"]), own_tags=self.own_tags)
+
+    def shown(self, entry: Mapping[str, Any], public: str, tags: tuple[str, ...]) -> dict[str, Any]:
+        """The listing entry a client sees."""
+        if not self.overrides and public == entry["name"] and (self.own_tags or "_meta" not in entry):
+            return entry  # type: ignore[return-value] # the common case: nothing to change, no copy
+        return overrides.listed(entry, public, self.overrides.get(entry["name"]), tags, own_tags=self.own_tags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,12 +234,13 @@ class Catalog:
         self.ttl_ms = ttl_ms  # how long a listing stays fresh when every upstream announces its changes
         self._clock = clock
         self._states = [_MountState() for _ in self.mounts]
-        # Names each upstream listed last, kept across invalidation: who may learn it is down.
-        self._known_names: list[frozenset[str]] = [frozenset() for _ in self.mounts]
+        # Names (and tags) each upstream listed last, kept across invalidation: who may learn it is down.
+        self._known_names: list[dict[str, tuple[str, ...]]] = [{} for _ in self.mounts]
         self._by_namespace = {m.namespace: i for i, m in enumerate(self.mounts)}
         self._flights = _SingleFlight()
-        # Collisions are possible only where an unprefixed mount shares the name space with others.
-        self._first_unprefixed = next((i for i, m in enumerate(self.mounts) if not m.prefix), len(self.mounts))
+        # Collisions are possible only where an unprefixed mount or a rename shares the name space with
+        # others: a mount may lose a name to an earlier one only at or after the first such mount.
+        self._first_shared = next((i for i, m in enumerate(self.mounts) if not m.prefix or m.renames), len(self.mounts))
 
     def invalidate(self, namespace: str) -> None:
         index = self._by_namespace.get(namespace)
@@ -216,10 +258,11 @@ class Catalog:
             return cached
         epoch = state.epoch
         page = await self._flights.run((i, epoch, cursor), lambda: self._fetch_page(mount, cursor, self._clock()))
+        known = {p["name"]: mount.tags(p) for p in page.prompts}
         if cursor is None and page.next_cursor is None:  # a one-page listing is all there is to know
-            self._known_names[i] = frozenset(p["name"] for p in page.prompts)
+            self._known_names[i] = known
         elif len(self._known_names[i]) < MAX_INDEX_PROMPTS:
-            self._known_names[i] |= {p["name"] for p in page.prompts}
+            self._known_names[i] = {**self._known_names[i], **known}
         state = self._states[i]
         cacheable = mount.source.announces_list_changes or (page.ttl_ms or 0) > 0
         if cacheable and state.epoch == epoch:
@@ -247,7 +290,7 @@ class Catalog:
         state = self._states[i]
         if state.epoch == epoch:
             state.index, state.index_built_at = index, time.monotonic()
-            self._known_names[i] = frozenset(index)
+            self._known_names[i] = {local: self.mounts[i].tags(entry) for local, entry in index.items()}
         return index
 
     async def _build_index(self, i: int) -> dict[str, dict[str, Any]]:
@@ -290,7 +333,7 @@ class Catalog:
         if public is None:
             return None
         for mount in self.mounts:
-            if mount.prefix and public.startswith(mount.prefix):
+            if (mount.prefix or mount.renames) and mount.local_name(public) is not None:
                 return mount.namespace
         return None
 
@@ -304,38 +347,48 @@ class Catalog:
         mount = self.mounts[i]
         known = self._known_names[i]
         if known:
-            return any(self._visible(i, local, mount.public_name(local), viewer) for local in known)
+            return any(self._visible(i, local, tags, viewer) for local, tags in known.items())
         return (
             mount.rules.may_allow_under("")
             and self._policy.may_allow_under(mount.prefix)
             and (viewer is None or viewer.may_allow_under(mount.prefix))
         )
 
-    def _visible(self, i: int, local: str, public: str, viewer: Viewer | None) -> bool:
+    def _visible(self, i: int, local: str, tags: tuple[str, ...], viewer: Viewer | None) -> bool:
+        """Whether upstream ``i``'s prompt ``local`` (with ``tags``) may be shown to ``viewer``: its own
+        policy on its own name, the global and the viewer's on the public name, the name before a rename
+        (deny rules only) and the tags."""
+        mount = self.mounts[i]
+        public, natural = mount.public_name(local), mount.natural_name(local)
         return (
-            self.mounts[i].rules.allows(local)
-            and self._policy.allows(public)
-            and (viewer is None or viewer.allows(public))
+            mount.rules.allows(local, tags)
+            and self._policy.allows(public, tags, original=natural)
+            and (viewer is None or viewer.allows(public, tags, original=natural))
         )
 
     async def _owned_earlier(self, i: int, public: str) -> str | None:
         """The namespace of an earlier mount that shows the same public name (first in config wins)."""
-        if i <= self._first_unprefixed and self.mounts[i].prefix:
+        if i < self._first_shared:
             return None
         for j in range(i):
             mount = self.mounts[j]
             local = mount.local_name(public)
-            if local is None or not mount.source.ready or not mount.rules.allows(local):
+            if local is None or not mount.source.ready:
                 continue
             try:
-                if local in await self._index(j):
-                    return mount.namespace
+                entry = (await self._index(j)).get(local)
             except UpstreamError:
                 continue
+            if entry is not None and mount.rules.allows(local, mount.tags(entry)):
+                return mount.namespace
         return None
 
-    async def _note_collision(self, i: int, public: str) -> bool:
-        winner = await self._owned_earlier(i, public)
+    async def _note_collision(self, i: int, local: str, public: str) -> bool:
+        mount = self.mounts[i]
+        if mount.renames and mount.local_name(public) != local:
+            winner: str | None = mount.namespace  # another prompt of the same upstream was renamed to it
+        else:
+            winner = await self._owned_earlier(i, public)
         if winner is None:
             return False
         state = self._states[i]
@@ -418,10 +471,11 @@ class Catalog:
                 prompt = page.prompts[consumed]
                 consumed += 1
                 local = prompt["name"]
-                public = self.mounts[i].public_name(local)
-                if not self._visible(i, local, public, viewer) or await self._note_collision(i, public):
+                mount = self.mounts[i]
+                public, tags = mount.public_name(local), mount.tags(prompt)
+                if not self._visible(i, local, tags, viewer) or await self._note_collision(i, local, public):
                     continue
-                out.append(prompt if public == local else {**prompt, "name": public})
+                out.append(mount.shown(prompt, public, tags))
                 room -= 1
             if consumed < len(page.prompts):
                 upstreams[i] = PagePosition(at.cursor, consumed)
@@ -451,18 +505,15 @@ class Catalog:
         and an unknown one answer alike, also under an upstream that is down: both say it is down when
         the caller may see that upstream at all, both are unknown otherwise (so no answer tells a deny
         rule apart from a name that does not exist)."""
-        hidden = not self._policy.allows(public) or (viewer is not None and not viewer.allows(public))
         for i, mount in enumerate(self.mounts):
             local = mount.local_name(public)
             if local is None:
                 continue
             if not mount.source.ready:
-                if mount.prefix:
+                if mount.prefix or mount.renames:
                     if self.shows_upstream(i, viewer):
                         raise UpstreamUnavailable(mount.namespace, "is not connected")
                     raise UnknownPrompt(public)
-                continue
-            if hidden or not mount.rules.allows(local):
                 continue
             try:
                 entry = await self._lookup(i, local)
@@ -470,8 +521,14 @@ class Catalog:
                 if mount.prefix:
                     raise
                 continue
-            if entry is not None:
-                return mount, local, entry
+            if entry is None:
+                continue
+            tags = mount.tags(entry)
+            if not mount.rules.allows(local, tags):
+                continue  # as if the upstream did not list it: a later one may show the name
+            if not self._visible(i, local, tags, viewer):
+                raise UnknownPrompt(public)
+            return mount, local, entry
         raise UnknownPrompt(public)
 
     async def get_prompt(
@@ -487,9 +544,14 @@ class Catalog:
         an upstream's InputRequiredResult then passes through untouched, else it is a clear error."""
         request = parse_params(GetPromptParams, params)
         mount, local, entry = await self._resolve(request.name, viewer)
-        _check_required_arguments(request.name, entry, request.arguments or {})
+        override = mount.overrides.get(local)
+        arguments = overrides.forwarded_arguments(request.name, override, request.arguments or {})
+        _check_required_arguments(request.name, entry, arguments)
+        outgoing = {**(params or {}), "name": local}
+        if override is not None and (arguments or "arguments" in outgoing):
+            outgoing["arguments"] = arguments
         with (
-            self._progress.route({**(params or {}), "name": local}, notify, upstream=mount.namespace) as forwarded,
+            self._progress.route(outgoing, notify, upstream=mount.namespace) as forwarded,
             self._client_requests.route(mount.namespace, ask),
         ):
             raw = await mount.source.request("prompts/get", forwarded)
@@ -503,7 +565,7 @@ class Catalog:
             _validate(mount, InputRequiredResult, raw, "input_required result")
             return raw
         _validate(mount, GetPromptResult, raw, "prompts/get result")
-        return raw
+        return overrides.rendered(raw, override)
 
     async def complete(
         self,
@@ -517,13 +579,14 @@ class Catalog:
         if not isinstance(request.ref, PromptRef):
             raise InvalidParams("Invalid params: this gateway serves prompts; it completes ref/prompt only")
         mount, local, _ = await self._resolve(request.ref.name, viewer)
+        shaped = overrides.forwarded_completion(request.ref.name, mount.overrides.get(local), params or {})
         empty = {"completion": {"values": [], "total": 0, "hasMore": False}}
         if not mount.source.completes:
             return empty
         try:
             with (
                 self._progress.route(
-                    {**(params or {}), "ref": {**(params or {})["ref"], "name": local}},
+                    {**shaped, "ref": {**shaped["ref"], "name": local}},
                     notify,
                     upstream=mount.namespace,
                 ) as fwd,
@@ -561,15 +624,18 @@ class Catalog:
     async def collisions(self) -> list[Collision]:
         found: list[Collision] = []
         for i, mount in enumerate(self.mounts):
-            if not mount.source.ready or (i <= self._first_unprefixed and mount.prefix):
+            if not mount.source.ready:
                 continue
             try:
                 index = await self._index(i)
             except UpstreamError:
                 continue
-            for local in index:
+            for local, entry in index.items():
                 public = mount.public_name(local)
-                if mount.rules.allows(local):
+                if mount.rules.allows(local, mount.tags(entry)):
+                    if mount.renames and mount.local_name(public) != local:
+                        found.append(Collision(public, mount.namespace, mount.namespace))
+                        continue
                     winner = await self._owned_earlier(i, public)
                     if winner is not None:
                         found.append(Collision(public, winner, mount.namespace))

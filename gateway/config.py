@@ -43,10 +43,13 @@ class _Section(BaseModel):
 
 
 class PolicyRules(_Section):
-    """Glob rules; deny wins over allow. An empty ``allow`` list hides everything."""
+    """Glob rules on names and tags; deny wins over allow. An empty ``allow`` list hides everything;
+    ``allow_tags`` set: a prompt must also carry one of these tags; ``deny_tags``: none of these."""
 
     allow: tuple[str, ...] = ("*",)
     deny: tuple[str, ...] = ()
+    allow_tags: tuple[str, ...] | None = None
+    deny_tags: tuple[str, ...] = ()
 
 
 class GatewaySettings(_Section):
@@ -184,6 +187,7 @@ class ServerSettings(_Section):
     auth: AuthSettings | None = None
     views: tuple[ViewSettings, ...] = ()
     audit: AuditSettings = AuditSettings()
+    prompts_as_tools: bool = False
     allow_unauthenticated: bool = False
     max_sessions: int = Field(10_000, ge=1)
     max_sessions_per_identity: int | None = Field(None, ge=1)
@@ -216,17 +220,89 @@ class ServerSettings(_Section):
         return self.host in LOOPBACK_HOSTS
 
 
-class StdioUpstream(_Section):
+def _public_name(value: str) -> str:
+    if not value.isprintable() or any(ch.isspace() for ch in value):
+        raise ValueError("a prompt name is printable and has no spaces")
+    return value
+
+
+PromptName = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class ArgumentOverride(_Section):
+    """One argument of an upstream prompt as the gateway lists it: its description, and a default the
+    gateway fills in when the client leaves the argument out (the argument then lists as optional)."""
+
+    description: str | None = Field(None, max_length=4096)
+    default: str | None = Field(None, max_length=65_536)
+
+
+class IconSettings(_Section):
+    """An icon as MCP lists it (2025-11-25): where it is, its type, its sizes, the theme it suits."""
+
+    src: str = Field(pattern=r"^(https://|data:image/)", max_length=1_000_000)
+    mime_type: str | None = Field(None, pattern=r"^image/[A-Za-z0-9.+-]+$")
+    sizes: tuple[Annotated[str, Field(pattern=r"^(any|[0-9]+x[0-9]+)$")], ...] = ()
+    theme: Literal["light", "dark"] | None = None
+
+    def listed(self) -> dict[str, Any]:
+        icon: dict[str, Any] = {"src": self.src}
+        if self.mime_type is not None:
+            icon["mimeType"] = self.mime_type
+        if self.sizes:
+            icon["sizes"] = list(self.sizes)
+        if self.theme is not None:
+            icon["theme"] = self.theme
+        return icon
+
+
+class PromptOverride(_Section):
+    """How one upstream prompt is shown (docs/catalog.md): keyed by the upstream's own name for it."""
+
+    name: PromptName | None = None
+    title: str | None = Field(None, max_length=1024)
+    description: str | None = Field(None, max_length=65_536)
+    description_append: str | None = Field(None, max_length=65_536)
+    arguments: dict[str, ArgumentOverride] = Field(default_factory=dict)
+    fixed: dict[str, str] = Field(default_factory=dict)
+    icons: tuple[IconSettings, ...] | None = Field(None, max_length=16)
+    tags: tuple[Annotated[str, Field(min_length=1, max_length=64)], ...] = Field((), max_length=64)
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, value: str | None) -> str | None:
+        return value if value is None else _public_name(value)
+
+    @model_validator(mode="after")
+    def _fixed_is_not_also_listed(self) -> PromptOverride:
+        both = sorted(set(self.fixed) & set(self.arguments))
+        if both:
+            raise ValueError(f"argument {both[0]!r} is fixed (hidden from clients): it cannot also be described")
+        return self
+
+
+class _UpstreamSettings(_Section):
+    """What every kind of upstream has: where its prompts are named, what of them shows, and how."""
+
     namespace: str = Field(pattern=NAMESPACE_PATTERN, max_length=64)
-    transport: Literal["stdio"] = "stdio"
     prefix: bool = True
+    policy: PolicyRules = PolicyRules()
+    overrides: dict[str, PromptOverride] = Field(default_factory=dict, max_length=10_000)
+
+    @property
+    def connection(self) -> _UpstreamSettings:
+        """These settings without what only shapes the listing: a change here needs a reconnect."""
+        return self.model_copy(update={"policy": PolicyRules(), "overrides": {}})
+
+
+class StdioUpstream(_UpstreamSettings):
+    transport: Literal["stdio"] = "stdio"
     command: str = Field(min_length=1)
     args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     timeout_s: float = Field(30.0, gt=0, le=3600)
     protocol: Literal["auto", "modern", "legacy"] = "auto"
-    policy: PolicyRules = PolicyRules()
 
 
 class UpstreamOAuth(_Section):
@@ -240,14 +316,12 @@ class UpstreamOAuth(_Section):
     resource: str | None = Field(None, pattern=r"^https?://")
 
 
-class HttpUpstream(_Section):
+class HttpUpstream(_UpstreamSettings):
     """A remote upstream. ``proxy`` unset follows the environment (``HTTPS_PROXY``, ``NO_PROXY``...) as
     curl does; ``"none"`` connects directly. ``ca_file`` trusts a private CA; ``client_cert`` (with
     ``client_key`` unless the PEM holds both) answers a server that requires a client certificate."""
 
-    namespace: str = Field(pattern=NAMESPACE_PATTERN, max_length=64)
     transport: Literal["streamable-http", "sse"]
-    prefix: bool = True
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: float = Field(30.0, gt=0, le=3600)
@@ -260,7 +334,6 @@ class HttpUpstream(_Section):
     client_key: str | None = None
     oauth: UpstreamOAuth | None = None
     protocol: Literal["auto", "modern", "legacy"] = "auto"
-    policy: PolicyRules = PolicyRules()
 
     @model_validator(mode="after")
     def _tls_settings_agree(self) -> HttpUpstream:
@@ -275,15 +348,12 @@ class HttpUpstream(_Section):
         return self
 
 
-class FilesUpstream(_Section):
+class FilesUpstream(_UpstreamSettings):
     """Prompts kept in files: every ``*.md`` under ``path`` (docs/catalog.md), watched for edits."""
 
-    namespace: str = Field(pattern=NAMESPACE_PATTERN, max_length=64)
     transport: Literal["files"]
-    prefix: bool = True
     path: str = Field(min_length=1)
     watch: bool = True
-    policy: PolicyRules = PolicyRules()
 
 
 def _transport_of(value: Any) -> str:
@@ -324,6 +394,19 @@ class Config(_Section):
                 raise ValueError(
                     f"{where}: {upstream.namespace!r} may not contain or end in part of the namespace separator {sep!r}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _renames_are_distinct(self) -> Config:
+        taken: dict[str, str] = {}
+        for index, upstream in enumerate(self.upstreams):
+            for local, override in upstream.overrides.items():
+                if override.name is None:
+                    continue
+                where = f"upstreams[{index}].overrides.{local}.name"
+                if override.name in taken:
+                    raise ValueError(f"{where}: {override.name!r} is already the name of {taken[override.name]}")
+                taken[override.name] = f"{upstream.namespace}'s {local!r}"
         return self
 
     @property

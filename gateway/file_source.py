@@ -116,6 +116,7 @@ class FilePromptSource:
 
     announces_list_changes = True
     completes = True
+    own_tags = True  # the tags in the files are the operator's own, so policy may go by them
     protocol_version = None
     restarts = 0
 

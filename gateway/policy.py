@@ -1,4 +1,4 @@
-"""Allow/deny rules on prompt names. Deny wins; allow is exact, deny is deliberately broad.
+"""Allow/deny rules on prompt names and tags. Deny wins; allow is exact, deny is deliberately broad.
 
 ``allow`` globs match the name exactly (case-sensitive), so nothing becomes visible by accident.
 ``deny`` globs also match a *skeleton* of the name (after Unicode TR39): default-ignorable code points
@@ -7,7 +7,11 @@ confusables data, as shipped by ``confusable-homoglyphs``), then normalised, acc
 controls removed, case-folded, and repeated separators collapsed. So ``docs__secret_*`` also hides
 ``docs__SECRET_x``, ``docs__ѕecret_x`` (Cyrillic s), ``docs__ꜱecret_x`` (small capital s),
 ``docs__secret\u200b_x``, ``docs__secret\u3164_x`` and ``docs____secret_x``: a rule written for one
-spelling cannot be bypassed with another.
+spelling cannot be bypassed with another. Tags are matched the same way (``allow_tags``: some tag must
+match exactly; ``deny_tags``: no tag may match, skeletons included).
+
+A renamed prompt (an override) is judged by its public name, and deny rules also by the name it had
+before the rename: a rename never shows what a deny rule hid.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import hashlib
 import re
 import string
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -123,6 +127,38 @@ def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(parts)) if parts else None
 
 
+class RuleSettings(Protocol):
+    """The configured form of one policy (``config.PolicyRules``)."""
+
+    @property
+    def allow(self) -> tuple[str, ...]: ...
+    @property
+    def deny(self) -> tuple[str, ...]: ...
+    @property
+    def allow_tags(self) -> tuple[str, ...] | None: ...
+    @property
+    def deny_tags(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True)
+class _DenyGlobs:
+    """Deny globs, matched against a string and against its skeleton."""
+
+    patterns: tuple[str, ...]
+    separator: str
+    _exact: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _skeleton: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_exact", _compile(self.patterns))
+        object.__setattr__(self, "_skeleton", _compile(skeleton(p, self.separator) for p in self.patterns))
+
+    def match(self, text: str) -> bool:
+        if self._exact is None or self._skeleton is None:
+            return False
+        return bool(self._exact.match(text) or self._skeleton.match(skeleton(text, self.separator)))
+
+
 @dataclass(frozen=True)
 class Rules:
     """One allow/deny list; ``separator`` lets the deny skeleton collapse doubled separators."""
@@ -130,36 +166,54 @@ class Rules:
     allow: tuple[str, ...] = ("*",)
     deny: tuple[str, ...] = ()
     separator: str = ""
+    allow_tags: tuple[str, ...] | None = None
+    deny_tags: tuple[str, ...] = ()
     _allow: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
-    _deny: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
-    _deny_skeleton: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _deny: _DenyGlobs = field(init=False, repr=False, compare=False)
+    _allow_tags: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _deny_tags: _DenyGlobs = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_allow", _compile(self.allow))
-        object.__setattr__(self, "_deny", _compile(self.deny))
-        object.__setattr__(self, "_deny_skeleton", _compile(skeleton(p, self.separator) for p in self.deny))
+        object.__setattr__(self, "_deny", _DenyGlobs(self.deny, self.separator))
+        object.__setattr__(self, "_allow_tags", None if self.allow_tags is None else _compile(self.allow_tags))
+        object.__setattr__(self, "_deny_tags", _DenyGlobs(self.deny_tags, ""))
+
+    @classmethod
+    def of(cls, settings: RuleSettings, separator: str) -> Rules:
+        return cls(settings.allow, settings.deny, separator, settings.allow_tags, settings.deny_tags)
 
     @property
     def key(self) -> str:
         """Stable across processes and reloads for the same rules (a cursor carries it)."""
-        return _rules_key(self.allow, self.deny)
+        return _rules_key(self.allow, self.deny, self.allow_tags, self.deny_tags)
 
-    def denies(self, name: str) -> bool:
-        if self._deny is None or self._deny_skeleton is None:
-            return False
-        return bool(self._deny.match(name) or self._deny_skeleton.match(skeleton(name, self.separator)))
+    def denies(self, name: str, tags: Collection[str] = (), *, original: str | None = None) -> bool:
+        """Whether a deny rule hides this prompt: by its name, the name it had before a rename, or a tag."""
+        return (
+            self._deny.match(name)
+            or (original is not None and original != name and self._deny.match(original))
+            or any(self._deny_tags.match(tag) for tag in tags)
+        )
 
-    def allows(self, name: str) -> bool:
-        """Deny wins; otherwise some allow glob must match the exact name."""
-        if self.denies(name):
+    def allows(self, name: str, tags: Collection[str] = (), *, original: str | None = None) -> bool:
+        """Deny wins; otherwise some allow glob must match the exact name (and, with ``allow_tags``, some
+        allowed tag one of the prompt's tags)."""
+        if self.denies(name, tags, original=original):
             return False
-        return self._allow is not None and bool(self._allow.match(name))
+        if self._allow is None or not self._allow.match(name):
+            return False
+        if self.allow_tags is None:
+            return True
+        return self._allow_tags is not None and any(self._allow_tags.match(tag) for tag in tags)
 
     def may_allow_under(self, prefix: str) -> bool:
         """Whether some name starting with ``prefix`` could be allowed: no deny glob ending in ``*`` covers
         the whole prefix, and some allow glob can begin with it. Errs towards True (it is used to decide
         whether a caller may learn that an upstream is down, never to show a prompt)."""
         if any(p.endswith("*") and fnmatch.fnmatchcase(prefix, p) for p in self.deny):
+            return False
+        if self.allow_tags == ():
             return False
         return any(_can_begin_with(p, prefix) for p in self.allow)
 
@@ -168,9 +222,12 @@ ALLOW_ALL = Rules()
 
 
 @functools.lru_cache(maxsize=1024)
-def _rules_key(allow: tuple[str, ...], deny: tuple[str, ...]) -> str:
-    digest = hashlib.sha256(repr((allow, deny)).encode()).hexdigest()
-    return digest[:8]
+def _rules_key(
+    allow: tuple[str, ...], deny: tuple[str, ...], allow_tags: tuple[str, ...] | None, deny_tags: tuple[str, ...]
+) -> str:
+    if allow_tags is None and not deny_tags:  # the key rules without tags always had
+        return hashlib.sha256(repr((allow, deny)).encode()).hexdigest()[:8]
+    return hashlib.sha256(repr((allow, deny, allow_tags, deny_tags)).encode()).hexdigest()[:8]
 
 
 class Viewer(Protocol):
@@ -180,7 +237,7 @@ class Viewer(Protocol):
     def key(self) -> str:
         """Tells views apart (a listing cursor minted under one view is refused under another)."""
 
-    def allows(self, name: str) -> bool: ...
+    def allows(self, name: str, tags: Collection[str] = (), *, original: str | None = None) -> bool: ...
 
     def may_allow_under(self, prefix: str) -> bool: ...
 
@@ -192,8 +249,8 @@ class AllOf:
     rules: tuple[Rules, ...]
     key: str
 
-    def allows(self, name: str) -> bool:
-        return all(rule.allows(name) for rule in self.rules)
+    def allows(self, name: str, tags: Collection[str] = (), *, original: str | None = None) -> bool:
+        return all(rule.allows(name, tags, original=original) for rule in self.rules)
 
     def may_allow_under(self, prefix: str) -> bool:
         return all(rule.may_allow_under(prefix) for rule in self.rules)

@@ -56,7 +56,7 @@ class ClaimViews:
     """The configured views, compiled once per config."""
 
     def __init__(self, views: Iterable[ViewSettings], separator: str) -> None:
-        self._views = [(view, Rules(view.policy.allow, view.policy.deny, separator)) for view in views]
+        self._views = [(view, Rules.of(view.policy, separator)) for view in views]
 
     def viewer_for(self, claims: Mapping[str, Any], extra: Sequence[Rules] = ()) -> Viewer | None:
         """The viewer for a token with these claims (``extra``: rules that apply anyway), or None when
