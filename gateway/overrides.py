@@ -107,8 +107,9 @@ def forwarded_arguments(public: str, override: PromptOverride | None, given: Map
 
 
 def forwarded_completion(public: str, override: PromptOverride | None, params: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``completion/complete`` as sent upstream: completing a fixed argument is refused, and the
-    context the client gave gains the fixed values (the upstream completes with what it will receive)."""
+    """A ``completion/complete`` as sent upstream: completing a fixed argument is refused, and the context
+    gains the fixed values (the upstream completes knowing what it will receive: a city given the fixed
+    country). A client that sends context values for fixed arguments is refused, as in a get."""
     if override is None or not override.fixed:
         return dict(params)
     argument = params.get("argument")
@@ -116,8 +117,7 @@ def forwarded_completion(public: str, override: PromptOverride | None, params: M
     if name in override.fixed:
         raise InvalidParams(f"Invalid params: argument {name} of prompt {public} is set by the gateway")
     context = params.get("context")
-    if not isinstance(context, Mapping):
-        return dict(params)
+    context = context if isinstance(context, Mapping) else {}
     given = context.get("arguments")
     given = given if isinstance(given, Mapping) else {}
     _refuse_fixed(public, override, given)

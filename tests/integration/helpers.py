@@ -52,7 +52,9 @@ def sdk_upstream(namespace: str, module: str, **extra: Any) -> dict[str, Any]:
 
 def _toml_value(value: Any) -> str:
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     return json.dumps(value)  # strings, numbers, booleans and lists of them are the same in TOML
 
 
