@@ -78,6 +78,7 @@ class Gateway:
             metrics=self.metrics,
             warm_up=self.first_attempts,
             audit=self.audit,
+            prompts_as_tools=config.server.prompts_as_tools,
         )
         self._warm = False
         self._warm_until = 0.0
@@ -301,6 +302,8 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
                 await due.wait()
                 due = anyio.Event()
                 await peer.notify("notifications/prompts/list_changed")
+                if gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
+                    await peer.notify("notifications/tools/list_changed")
 
     async def stop_when_asked() -> None:
         if stopping is not None:
@@ -354,11 +357,17 @@ def _as_relay(ask: Ask) -> Ask:
 def http_frontend(gateway: Gateway) -> HttpFrontend:
     """The HTTP front end wired to this gateway's catalog, hub and per-token policies."""
     list_changed = encode(Notification("notifications/prompts/list_changed"))
+    tools_changed = encode(Notification("notifications/tools/list_changed"))
+
+    def announce(push: Push) -> None:
+        push(list_changed, "list_changed")
+        if gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
+            push(tools_changed, "tools_list_changed")
 
     def new_session(principal: str | None, session_id: str, push: Push, ask: Ask) -> ClientSession:
         session = ClientSession(
             gateway.service,
-            on_list_changed=lambda: push(list_changed, "list_changed"),
+            on_list_changed=lambda: announce(push),
             viewer=gateway.viewer_for(principal),
             session_id=session_id[:8],
             on_close=lambda: gateway.hub.discard(session),

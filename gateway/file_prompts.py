@@ -6,6 +6,7 @@ Three kinds of file, told apart by name and place:
 - ``NAME.md``: YAML front matter (``name``, ``title``, ``description``, ``arguments`` with
   ``description`` / ``required`` / ``default`` / ``values``, ``tags``), then a Jinja2 template rendered
   in Jinja's *sandboxed* environment (compiled once; an undefined variable is an error; output bounded).
+  A variable the template uses but the front matter does not declare is a required argument.
   A line ``<!-- assistant -->`` or ``<!-- user -->`` starts a message with that role.
 - ``.claude/commands/NAME.md`` (Claude Code's command files): optional front matter (``description``,
   ``argument-hint``), ``$ARGUMENTS`` in the body is the one optional argument ``arguments``, and
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import jinja2
+import jinja2.meta
 import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -205,10 +207,14 @@ def parse_prompt_file(relative: str, text: str) -> FilePrompt:
         return FilePrompt(name, kind, body, relative, title, description, tuple(seen.values()), tags)
     arguments = _declared_arguments(relative, meta.get("arguments", []))
     try:
-        template = _ENVIRONMENT.from_string(body)
+        source = _ENVIRONMENT.parse(body)
+        template = _ENVIRONMENT.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
         line = body_line + (exc.lineno or 1) - 1
         raise PromptFileError(f"{relative}:{line}: template syntax: {exc.message}") from exc
+    declared = {a.name for a in arguments}
+    used = jinja2.meta.find_undeclared_variables(source) - declared - set(_ENVIRONMENT.globals)
+    arguments += tuple(Argument(name, required=True) for name in sorted(used))
     return FilePrompt(name, kind, body, relative, title, description, arguments, tags, template)
 
 

@@ -25,11 +25,11 @@ from typing import Any, Literal, Protocol
 import anyio
 import structlog
 
-from gateway import __version__
+from gateway import __version__, prompt_tools
 from gateway.audit import AUDITED, AuditTrail, prompt_of
 from gateway.catalog import Catalog
 from gateway.client_requests import Ask, asking
-from gateway.errors import InvalidParams, InvalidRequest, MethodNotFound
+from gateway.errors import GatewayError, InvalidParams, InvalidRequest, MethodNotFound
 from gateway.metrics import Metrics
 from gateway.policy import Viewer
 from gateway.protocol.eras import for_client
@@ -47,7 +47,8 @@ from gateway.rpc import Notify
 SessionState = Literal["new", "initializing", "ready", "closed"]
 SERVER_INFO = {"name": "mcp-prompt-gateway", "title": "MCP Prompt Gateway", "version": __version__}
 
-_SERVED = frozenset({"prompts/list", "prompts/get", "completion/complete"})
+_TOOLS = frozenset({"tools/list", "tools/call"})  # served only with [server] prompts_as_tools
+_SERVED = frozenset({"prompts/list", "prompts/get", "completion/complete"}) | _TOOLS
 _ALLOWED: dict[SessionState, frozenset[str]] = {
     "new": frozenset({"initialize", "ping"}),
     "initializing": _SERVED | {"ping"},
@@ -73,8 +74,9 @@ Sees = Callable[[Viewer, frozenset[str]], bool]
 class Subscription:
     """One ``subscriptions/listen`` stream: woken by list changes it asked for, or by the server closing."""
 
-    def __init__(self, *, prompts: bool, viewer: Viewer | None = None) -> None:
-        self._prompts = prompts
+    def __init__(self, *, prompts: bool, tools: bool = False, viewer: Viewer | None = None) -> None:
+        self._prompts = prompts or tools  # the tool list changes with the prompts (prompt_tools.py)
+        self.prompts, self.tools = prompts, tools
         self.viewer = viewer
         self._woken = anyio.Event()
         self._pending = False
@@ -155,9 +157,11 @@ class PromptService:
         metrics: Metrics | None = None,
         warm_up: Callable[[], Awaitable[None]] | None = None,
         audit: AuditTrail | None = None,
+        prompts_as_tools: bool = False,
     ) -> None:
         self._catalog = catalog
         self._audit = audit
+        self.prompts_as_tools = prompts_as_tools
         self._warm_up = warm_up
         self.offers_completions = completions
         self._hub = hub
@@ -167,6 +171,8 @@ class PromptService:
         capabilities: dict[str, Any] = {"prompts": {"listChanged": True}}
         if completions:
             capabilities["completions"] = {}
+        if self.prompts_as_tools:
+            capabilities["tools"] = {"listChanged": True}
         return capabilities
 
     async def modern(
@@ -176,7 +182,7 @@ class PromptService:
         envelope = read_envelope(request.params)
         check_version(envelope)
         method = request.method
-        if method not in MODERN_METHODS:
+        if method not in MODERN_METHODS or (method in _TOOLS and not self.prompts_as_tools):
             removed = " (removed in 2026-07-28)" if method in _REMOVED_IN_MODERN else ""
             raise MethodNotFound(f"Method not found: {method}{removed}")
         if method == "subscriptions/listen":
@@ -224,9 +230,57 @@ class PromptService:
                 return await catalog.list_prompts(params, viewer=viewer)
             if method == "prompts/get":
                 return await catalog.get_prompt(params, viewer=viewer, notify=notify, input_required=modern, ask=ask)
+            if method in _TOOLS:
+                if not self.prompts_as_tools:
+                    raise MethodNotFound(f"Method not found: {method}")
+                if method == "tools/list":
+                    return await self._tools(catalog, viewer)
+                return await self._call_tool(params, viewer=viewer, notify=notify, modern=modern, ask=ask, who=who)
             if not completions:
                 raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
             return await catalog.complete(params, viewer=viewer, notify=notify, ask=ask)
+
+    async def _tools(self, catalog: Catalog, viewer: Viewer | None) -> dict[str, Any]:
+        names = [prompt["name"] for prompt in (await catalog.all_prompts(viewer=viewer))["prompts"]]
+        return {
+            "tools": prompt_tools.tool_definitions(names),
+            "ttlMs": 0,  # the names in get_prompt's schema change with the catalog: ask again, or listen
+            "cacheScope": "public" if viewer is None else "private",
+        }
+
+    async def _call_tool(
+        self,
+        params: dict[str, Any] | None,
+        *,
+        viewer: Viewer | None,
+        notify: Notify,
+        modern: bool,
+        ask: Ask | None,
+        who: str | None,
+    ) -> dict[str, Any]:
+        """A tool call, served by the prompt methods themselves (so policy, views and the audit apply
+        as they do there); what goes wrong with the call is a tool error the model can read."""
+        try:
+            call = prompt_tools.parse_call(params)
+        except prompt_tools.ToolInputError as exc:
+            return prompt_tools.error_result(f"Invalid input: {exc}")
+        try:
+            if isinstance(call, prompt_tools.ListCall):
+                listing = await self._catalog().all_prompts(viewer=viewer)
+                return prompt_tools.list_result(listing["prompts"], call)
+            rendered = await self.serve(
+                "prompts/get",
+                {"name": call.name, "arguments": call.arguments},
+                viewer=viewer,
+                notify=notify,
+                completions=False,
+                modern=False,  # a tool result cannot ask for more input: said as an error instead
+                ask=ask,
+                who=who,
+            )
+            return prompt_tools.get_result(rendered)
+        except GatewayError as exc:
+            return prompt_tools.error_result(exc.message)
 
     async def warm_up(self) -> None:
         """Until upstreams still in their first attempt have settled, for a short bounded time at start."""
@@ -238,14 +292,20 @@ class PromptService:
         if not isinstance(wanted, dict):
             raise InvalidParams("Invalid params: notifications must be an object naming what to listen for")
         prompts = wanted.get("promptsListChanged") is True
+        tools = wanted.get("toolsListChanged") is True and self.prompts_as_tools
         tag = {SUBSCRIPTION_ID_KEY: request.id}
-        subscription = Subscription(prompts=prompts, viewer=viewer)
+        subscription = Subscription(prompts=prompts, tools=tools, viewer=viewer)
         self._hub.add(subscription)
         try:
             honoured = {"promptsListChanged": True} if prompts else {}
+            if tools:
+                honoured["toolsListChanged"] = True
             await notify("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": honoured})
             while await subscription.next_change():
-                await notify("notifications/prompts/list_changed", {"_meta": tag})
+                if prompts:
+                    await notify("notifications/prompts/list_changed", {"_meta": tag})
+                if tools:
+                    await notify("notifications/tools/list_changed", {"_meta": tag})
             return {"_meta": tag}
         finally:
             self._hub.discard(subscription)

@@ -156,3 +156,12 @@ def test_of_hidden_directories_only_claude_commands_are_read(tmp_path: Path) -> 
     prompts, problems = scan(root)
     assert sorted(prompts) == ["fix", "hello"]
     assert problems == {}
+
+
+def test_a_variable_the_front_matter_does_not_declare_is_a_required_argument() -> None:
+    prompt = parse_prompt_file(
+        "summarize.md", "Summarize {{ text }}{% for i in range(2) %}{{ i }}{% endfor %}{{ tone }}"
+    )
+    assert [(a["name"], a["required"]) for a in prompt.listed()["arguments"]] == [("text", True), ("tone", True)]
+    declared = parse_prompt_file("s.md", "---\narguments: [{name: text, default: x}]\n---\n{{ text }} {{ more }}")
+    assert [(a["name"], a["required"]) for a in declared.listed()["arguments"]] == [("text", False), ("more", True)]

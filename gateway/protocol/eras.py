@@ -9,6 +9,8 @@ way out each client gets what its own revision defines:
   content their revision cannot carry is rewritten into content it can, never silently dropped:
   ``audio`` (2025-03-26+) becomes an embedded blob resource with the audio's MIME type, lossless;
   ``resource_link`` (2025-06-18+) becomes a text block naming the link, its URI and MIME type.
+  Tools (prompts as tools) lose the fields their revision lacks: ``annotations`` before 2025-03-26,
+  ``title``, ``outputSchema`` and ``structuredContent`` before 2025-06-18, ``icons`` before 2025-11-25.
 """
 
 from __future__ import annotations
@@ -41,7 +43,31 @@ def for_client(method: str, result: dict[str, Any], version: str, server_info: M
             del out["_meta"]
     if method == "prompts/get" and isinstance(out.get("messages"), list):
         out["messages"] = [_message_for(message, version, i) for i, message in enumerate(out["messages"])]
+    if method == "tools/list" and isinstance(out.get("tools"), list):
+        out["tools"] = [_tool_for(tool, version) for tool in out["tools"]]
+    if method == "tools/call":
+        if not at_least(version, "2025-06-18"):
+            out.pop("structuredContent", None)
+        if isinstance(out.get("content"), list):
+            out["content"] = [
+                content_for(block, version, i) if isinstance(block, Mapping) else block
+                for i, block in enumerate(out["content"])
+            ]
     return out
+
+
+_TOOL_FIELDS_SINCE = {
+    "annotations": "2025-03-26",
+    "title": "2025-06-18",
+    "outputSchema": "2025-06-18",
+    "icons": "2025-11-25",
+}
+
+
+def _tool_for(tool: Any, version: str) -> Any:
+    if not isinstance(tool, Mapping):
+        return tool
+    return {key: value for key, value in tool.items() if at_least(version, _TOOL_FIELDS_SINCE.get(key, "2024-11-05"))}
 
 
 def _message_for(message: Any, version: str, index: int) -> Any:
