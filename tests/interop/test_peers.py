@@ -255,3 +255,46 @@ async def check_everything(config: Path) -> None:
             ref, {"name": "name", "value": ""}, context_arguments={"department": "Engineering"}
         )
         assert people.completion.values == ["Alice", "Bob", "Charlie"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_inspector_cli_calls_get_prompt_as_a_tool(node: str, tmp_path: Path, transport: str) -> None:
+    """Prompts as tools to a TypeScript-SDK client: tools/call get_prompt renders; a denied prompt is as
+    absent through the tools as through prompts/get; the tool schemas pass the Inspector's --strict check."""
+    upstreams = [demo_upstream("writing", "writing")]
+    server = {"prompts_as_tools": True, **(HTTP if transport == "http" else {"transport": "stdio"})}
+    config = write_config(tmp_path / "c.toml", upstreams, server=server, policy={"deny": ["writing__proofread"]})
+
+    async def check(target: list[str]) -> None:
+        tools = await inspect(node, target, "--method", "tools/list", "--strict")
+        assert [tool["name"] for tool in tools["tools"]] == ["list_prompts", "get_prompt"]
+        arguments = json.dumps({"text": "hello", "language": "German"})
+        got = t.CallToolResult.model_validate(
+            await inspect(
+                node,
+                target,
+                "--method",
+                "tools/call",
+                "--tool-name",
+                "get_prompt",
+                "--tool-arg",
+                "name=writing__translate",
+                f"arguments={arguments}",
+            )
+        )
+        assert not got.is_error
+        assert isinstance(got.content[0], t.TextContent)
+        assert "into German" in got.content[0].text
+        separator = [] if target[:1] == ["--config"] else ["--"]
+        call = ["--method", "tools/call", "--tool-name", "get_prompt", "--tool-arg", "name=writing__proofread"]
+        refused = await run(*inspector(node, *call, *separator, *target), timeout=120)
+        assert refused.returncode == 5, refused.stderr.decode()[-2000:]  # the Inspector's "the tool said isError"
+        denied = t.CallToolResult.model_validate(json.loads(refused.stdout)["result"])
+        assert denied.is_error
+        assert denied.content == [t.TextContent(type="text", text="Unknown prompt: writing__proofread")]
+
+    if transport == "stdio":
+        await check([sys.executable, "-m", "gateway", "serve", "--config", str(config), "--log-level", "warning"])
+        return
+    async with running_gateway(config) as gw:
+        await check([f"{gw.url}/mcp"])
