@@ -7,7 +7,10 @@ Three kinds of file, told apart by name and place:
   ``description`` / ``required`` / ``default`` / ``values``, ``tags``), then a Jinja2 template rendered
   in Jinja's *sandboxed* environment (compiled once; an undefined variable is an error; output bounded).
   A variable the template uses but the front matter does not declare is a required argument.
-  A line ``<!-- assistant -->`` or ``<!-- user -->`` starts a message with that role.
+  A line ``<!-- assistant -->`` or ``<!-- user -->`` starts a message with that role; a line
+  ``<!-- image: diagrams/flow.png -->`` or ``<!-- resource: notes/style.md -->`` is a message of its own
+  holding that file, by a path relative to the prompt file and confined to the directory (read when
+  the directory is, so ``check`` names a missing one; the path is the file's, never an argument's).
 - ``.claude/commands/NAME.md`` (Claude Code's command files): optional front matter (``description``,
   ``argument-hint``), ``$ARGUMENTS`` in the body is the one optional argument ``arguments``, and
   ``$1``..``$9`` its space-separated words.
@@ -17,8 +20,13 @@ Three kinds of file, told apart by name and place:
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import mimetypes
+import posixpath
 import re
-from collections.abc import Mapping
+import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,6 +44,11 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?\n?", re.DOTALL |
 _ROLE_MARKER = re.compile(r"^<!--\s*(user|assistant)\s*-->[ \t]*$", re.MULTILINE)
 _VSCODE_INPUT = re.compile(r"\$\{input:([A-Za-z0-9_-]+)(?::([^}]*))?\}")
 _CLAUDE_POSITIONAL = re.compile(r"\$([1-9])")
+_ATTACHMENT = re.compile(r"^<!--[ \t]*(image|resource):[ \t]*(.*?)[ \t]*-->[ \t]*$", re.MULTILINE)
+_NONCE = secrets.token_hex(8)  # marks where an attachment goes in rendered text: no argument can forge it
+_PLACED = re.compile(rf"^<!-- attachment {_NONCE} ([0-9]+) -->$", re.MULTILINE)
+MAX_ATTACHMENT_BYTES = 1024 * 1024
+MAX_ATTACHMENTS = 16
 
 Kind = Literal["template", "claude-command", "vscode-prompt"]
 
@@ -64,6 +77,34 @@ class Argument:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A file a prompt embeds: an image, or a resource (text, else bytes), by its path in the directory."""
+
+    kind: Literal["image", "resource"]
+    path: str  # relative to the directory, normalised, never leaving it
+    line: int
+
+    def content(self, data: bytes, source: str) -> dict[str, Any]:
+        """The content block for the file's bytes; PromptFileError (naming ``source`` and the line) for
+        an image that is not one."""
+        mime = mimetypes.guess_type(self.path)[0]
+        if self.kind == "image":
+            if mime is None or not mime.startswith("image/"):
+                raise PromptFileError(f"{source}:{self.line}: {self.path} is not an image (png, jpeg, gif, webp...)")
+            return {"type": "image", "data": base64.b64encode(data).decode(), "mimeType": mime}
+        uri = f"prompt-file:{self.path}"
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            blob = base64.b64encode(data).decode()
+            return {
+                "type": "resource",
+                "resource": {"uri": uri, "mimeType": mime or "application/octet-stream", "blob": blob},
+            }
+        return {"type": "resource", "resource": {"uri": uri, "mimeType": mime or "text/plain", "text": text}}
+
+
+@dataclass(frozen=True)
 class FilePrompt:
     name: str
     kind: Kind
@@ -74,6 +115,12 @@ class FilePrompt:
     arguments: tuple[Argument, ...] = ()
     tags: tuple[str, ...] = ()
     _template: jinja2.Template | None = field(default=None, compare=False, repr=False)
+    attachments: tuple[Attachment, ...] = ()
+    _contents: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+
+    def attach(self, contents: Sequence[dict[str, Any]]) -> FilePrompt:
+        """This prompt with its attachments' content blocks (one per attachment, in order)."""
+        return dataclasses.replace(self, _contents=tuple(contents))
 
     def listed(self) -> dict[str, Any]:
         prompt: dict[str, Any] = {"name": self.name, "arguments": [a.as_listed() for a in self.arguments]}
@@ -101,7 +148,7 @@ class FilePrompt:
             text = _render_bounded(self._template, values)
         if len(text) > MAX_OUTPUT_CHARS:
             raise RenderError(f"the rendered prompt is over {MAX_OUTPUT_CHARS} characters")
-        return _messages(text)
+        return _messages(text, self._contents)
 
     def _arguments(self, given: Mapping[str, str]) -> dict[str, str]:
         declared = {a.name: a for a in self.arguments}
@@ -147,15 +194,23 @@ def _render_bounded(template: jinja2.Template, values: Mapping[str, str]) -> str
     return "".join(pieces)
 
 
-def _messages(text: str) -> list[dict[str, Any]]:
-    """The text cut at role markers into messages; text before the first marker is the user's."""
+def _messages(text: str, attachments: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The text cut at role markers into messages (text before the first marker is the user's), each
+    attachment a message of its own, with the role of the section it is in."""
     messages: list[dict[str, Any]] = []
     role, start = "user", 0
-    for marker in _ROLE_MARKER.finditer(text):
+    markers = sorted([*_ROLE_MARKER.finditer(text), *_PLACED.finditer(text)], key=lambda m: m.start())
+    for marker in markers:
         chunk = text[start : marker.start()].strip()
         if chunk:
             messages.append({"role": role, "content": {"type": "text", "text": chunk}})
-        role, start = marker.group(1), marker.end()
+        start = marker.end()
+        if marker.re is _PLACED:
+            index = int(marker.group(1))
+            if index < len(attachments):
+                messages.append({"role": role, "content": attachments[index]})
+        else:
+            role = marker.group(1)
     chunk = text[start:].strip()
     if chunk or not messages:
         messages.append({"role": role, "content": {"type": "text", "text": chunk}})
@@ -206,6 +261,7 @@ def parse_prompt_file(relative: str, text: str) -> FilePrompt:
             seen.setdefault(match.group(1), Argument(match.group(1), match.group(2) or None, required=True))
         return FilePrompt(name, kind, body, relative, title, description, tuple(seen.values()), tags)
     arguments = _declared_arguments(relative, meta.get("arguments", []))
+    attachments, body = _attachments(relative, body, body_line)
     try:
         source = _ENVIRONMENT.parse(body)
         template = _ENVIRONMENT.from_string(source)
@@ -215,7 +271,31 @@ def parse_prompt_file(relative: str, text: str) -> FilePrompt:
     declared = {a.name for a in arguments}
     used = jinja2.meta.find_undeclared_variables(source) - declared - set(_ENVIRONMENT.globals)
     arguments += tuple(Argument(name, required=True) for name in sorted(used))
-    return FilePrompt(name, kind, body, relative, title, description, arguments, tags, template)
+    return FilePrompt(name, kind, body, relative, title, description, arguments, tags, template, attachments)
+
+
+def _attachments(relative: str, body: str, body_line: int) -> tuple[tuple[Attachment, ...], str]:
+    """The attachment markers of a template's body, each replaced by a placeholder the renderer finds
+    (and an argument cannot forge). Paths are relative to the prompt file and may not leave the
+    directory: no absolute path, no ``..`` above it, nothing but a plain path."""
+    found: list[Attachment] = []
+
+    def place(match: re.Match[str]) -> str:
+        line = body_line + body.count("\n", 0, match.start())
+        where = f"{relative}:{line}"
+        path = match.group(2)
+        if len(found) >= MAX_ATTACHMENTS:
+            raise PromptFileError(f"{where}: more than {MAX_ATTACHMENTS} attachments in one prompt")
+        if not path or "\\" in path or "\x00" in path or ":" in path or path.startswith("/"):
+            raise PromptFileError(f"{where}: {match.group(1)} path {path!r} must be a plain relative path")
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(relative), path))
+        if joined == ".." or joined.startswith("../") or joined == ".":
+            raise PromptFileError(f"{where}: {path!r} is outside the prompt directory")
+        found.append(Attachment(match.group(1), joined, line))  # type: ignore[arg-type]
+        return f"<!-- attachment {_NONCE} {len(found) - 1} -->"
+
+    placed = _ATTACHMENT.sub(place, body)
+    return tuple(found), placed
 
 
 def _front_matter(relative: str, text: str) -> tuple[dict[str, Any], str, int]:

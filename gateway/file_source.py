@@ -25,7 +25,16 @@ import watchfiles
 
 from gateway.config import FilesUpstream
 from gateway.errors import UpstreamRejected, UpstreamUnavailable
-from gateway.file_prompts import MAX_FILE_BYTES, FilePrompt, PromptFileError, RenderError, kind_of, parse_prompt_file
+from gateway.file_prompts import (
+    MAX_ATTACHMENT_BYTES,
+    MAX_FILE_BYTES,
+    Attachment,
+    FilePrompt,
+    PromptFileError,
+    RenderError,
+    kind_of,
+    parse_prompt_file,
+)
 
 log = structlog.get_logger("gateway.files")
 
@@ -87,6 +96,8 @@ def scan(root: Path) -> tuple[dict[str, FilePrompt], dict[str, str]]:
                 return prompts, problems
             try:
                 prompt = parse_prompt_file(relative, _read_confined(root / relative, resolved_root, relative))
+                if prompt.attachments:
+                    prompt = prompt.attach([_attachment(root, resolved_root, relative, a) for a in prompt.attachments])
             except PromptFileError as exc:
                 problems[relative] = str(exc)
                 continue
@@ -95,6 +106,24 @@ def scan(root: Path) -> tuple[dict[str, FilePrompt], dict[str, str]]:
                 continue
             prompts[prompt.name] = prompt
     return prompts, problems
+
+
+def _attachment(root: Path, resolved_root: Path, relative: str, attachment: Attachment) -> dict[str, Any]:
+    """An attachment's content block, read now (so ``check`` names a missing one), confined like the
+    prompt files themselves."""
+    where = f"{relative}:{attachment.line}"
+    resolved = (root / attachment.path).resolve()
+    if not resolved.is_relative_to(resolved_root):
+        raise PromptFileError(f"{where}: {attachment.path} points outside the prompt directory (a symbolic link?)")
+    try:
+        if not resolved.is_file():
+            raise PromptFileError(f"{where}: {attachment.path} is not a file in the prompt directory")
+        if resolved.stat().st_size > MAX_ATTACHMENT_BYTES:
+            raise PromptFileError(f"{where}: {attachment.path} is over {MAX_ATTACHMENT_BYTES} bytes")
+        data = resolved.read_bytes()
+    except OSError as exc:
+        raise PromptFileError(f"{where}: {attachment.path} cannot be read: {exc.strerror}") from exc
+    return attachment.content(data, relative)
 
 
 def _read_confined(path: Path, root: Path, relative: str) -> str:

@@ -165,3 +165,71 @@ def test_a_variable_the_front_matter_does_not_declare_is_a_required_argument() -
     assert [(a["name"], a["required"]) for a in prompt.listed()["arguments"]] == [("text", True), ("tone", True)]
     declared = parse_prompt_file("s.md", "---\narguments: [{name: text, default: x}]\n---\n{{ text }} {{ more }}")
     assert [(a["name"], a["required"]) for a in declared.listed()["arguments"]] == [("text", False), ("more", True)]
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+
+
+def test_images_and_resources_by_relative_path_become_messages_of_their_section(tmp_path: Path) -> None:
+    (tmp_path / "guides" / "img").mkdir(parents=True)
+    (tmp_path / "guides" / "img" / "flow.png").write_bytes(PNG)
+    (tmp_path / "style.md").write_text("Short sentences.")
+    (tmp_path / "guides" / "explain.md").write_text(
+        "Explain {{ topic }}.\n<!-- image: img/flow.png -->\n"
+        "<!-- assistant -->\nUsing:\n<!-- resource: ../style.md -->\n"
+    )
+    prompts, problems = scan(tmp_path)
+    assert problems == {}
+    messages = prompts["explain"].render({"topic": "<!-- image: img/flow.png -->"})  # an argument cannot attach
+    assert [(m["role"], m["content"]["type"]) for m in messages] == [
+        ("user", "text"),
+        ("user", "image"),
+        ("assistant", "text"),
+        ("assistant", "resource"),
+    ]
+    assert messages[0]["content"]["text"] == "Explain <!-- image: img/flow.png -->."
+    assert messages[1]["content"]["mimeType"] == "image/png"
+    assert messages[3]["content"]["resource"] == {
+        "uri": "prompt-file:style.md",
+        "mimeType": "text/markdown",
+        "text": "Short sentences.",
+    }
+
+
+@pytest.mark.parametrize(
+    ("marker", "problem"),
+    [
+        ("<!-- image: ../../etc/passwd -->", "outside the prompt directory"),
+        ("<!-- resource: /etc/passwd -->", "plain relative path"),
+        ("<!-- resource: file:///etc/passwd -->", "plain relative path"),
+        ("<!-- resource: a\\..\\..\\b -->", "plain relative path"),
+        ("<!-- image: missing.png -->", "not a file in the prompt directory"),
+        ("<!-- image: style.md -->", "not an image"),
+        ("<!-- resource: out -->", "points outside the prompt directory"),
+    ],
+)
+def test_an_attachment_that_is_not_a_file_in_the_directory_is_the_files_problem(
+    tmp_path: Path, marker: str, problem: str
+) -> None:
+    root = tmp_path / "prompts"
+    root.mkdir()
+    (root / "style.md").write_text("text")
+    (tmp_path / "secret.txt").write_text("secret")
+    (root / "out").symlink_to(tmp_path / "secret.txt")
+    (root / "p.md").write_text(f"Intro\n\n{marker}\n")
+    prompts, problems = scan(root)
+    assert "p" not in prompts
+    assert problems["p.md"].startswith("p.md:3: ")
+    assert problem in problems["p.md"]
+    assert "style" in prompts  # the others serve
+
+
+@given(st.text(st.sampled_from("ab./\\:%~\x00 "), min_size=1, max_size=20))
+def test_no_attachment_path_leaves_the_directory(path: str) -> None:
+    try:
+        prompt = parse_prompt_file("dir/p.md", f"<!-- image: {path} -->")
+    except PromptFileError:
+        return
+    for attachment in prompt.attachments:
+        assert not attachment.path.startswith(("../", "/")), attachment.path
+        assert attachment.path not in ("..", ".")

@@ -12,6 +12,7 @@ import pytest
 from mcp import Client, MCPError
 
 from tests.integration.helpers import ROOT, ListChangedWatcher, gateway_command, gateway_params, write_config
+from tests.schema_check import check
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -126,3 +127,25 @@ async def test_render_prints_a_prompts_messages(tmp_path: Path) -> None:
     refused = await anyio.run_process([*render[:-2], "--arg", "language=cobol"], cwd=ROOT, check=False)
     assert refused.returncode == 1
     assert "must be one of python, rust, go" in refused.stderr.decode()
+
+
+async def test_a_prompt_file_embeds_an_image_and_a_text_file(tmp_path: Path) -> None:
+    root = tmp_path / "prompts"
+    (root / "img").mkdir(parents=True)
+    (root / "img" / "dot.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 8)
+    (root / "style.md").write_text("Use short sentences.")
+    (root / "draw.md").write_text(
+        "Describe {{ what }}:\n<!-- image: img/dot.png -->\nFollow:\n<!-- resource: style.md -->\n"
+    )
+    config = write_config(tmp_path / "c.toml", [{"namespace": "team", "transport": "files", "path": str(root)}])
+    async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+        got = await client.get_prompt("team__draw", {"what": "the dot"})
+    check("2025-11-25", "GetPromptResult", got.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    kinds = [type(m.content) for m in got.messages]
+    assert kinds == [t.TextContent, t.ImageContent, t.TextContent, t.EmbeddedResource]
+    image, resource = got.messages[1].content, got.messages[3].content
+    assert isinstance(image, t.ImageContent)
+    assert image.mime_type == "image/png"
+    assert isinstance(resource, t.EmbeddedResource)
+    assert isinstance(resource.resource, t.TextResourceContents)
+    assert resource.resource.text == "Use short sentences."
