@@ -279,3 +279,36 @@ def test_any_renames_list_each_public_name_once_route_it_and_never_reach_a_denie
         assert not reached & denied
 
     anyio.run(run)
+
+
+async def test_tag_rules_of_tokens_and_views_come_from_the_config() -> None:
+    from gateway.app import Gateway
+    from gateway.config import parse_config
+    from gateway.views import ClaimViews
+
+    config = parse_config(
+        {
+            "server": {
+                "tokens": [{"name": "ci", "token": "t" * 16, "policy": {"deny_tags": ["draft"]}}],
+                "auth": {"resource": "https://gw.example/mcp", "issuers": [{"issuer": "https://id.example"}]},
+                "views": [
+                    {
+                        "name": "support",
+                        "match": {"claim": "groups", "any_of": ["support"]},
+                        "policy": {"allow_tags": ["public"]},
+                    }
+                ],
+            }
+        }
+    )
+    files = OwnTagsSource(
+        "files",
+        [{"name": "a", "_meta": {TAGS_META_KEY: ["public"]}}, {"name": "b", "_meta": {TAGS_META_KEY: ["draft"]}}],
+    )
+    cat = catalog((files, {}))
+    token_viewer = Gateway._token_rules(config)["ci"]
+    assert await names(cat, token_viewer) == ["files__a"]
+    view = ClaimViews(config.server.views, "__").viewer_for({"groups": ["support"]})
+    assert await names(cat, view) == ["files__a"]
+    files.prompts.append({"name": "c"})
+    assert await names(catalog((files, {})), view) == ["files__a"]  # no tag: not allowed by allow_tags
