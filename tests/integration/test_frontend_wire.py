@@ -55,6 +55,14 @@ async def wire(tmp_path: Path) -> AsyncIterator[Wire]:
         process.terminate()
 
 
+@pytest.fixture
+async def bare_wire(tmp_path: Path) -> AsyncIterator[Wire]:
+    """A gateway with no upstream: negotiation needs none, and each version needs a connection of its own."""
+    config = write_config(tmp_path / "c.toml", [])
+    async with await anyio.open_process(gateway_command(config, "serve"), cwd=ROOT) as process:
+        yield Wire(process)
+
+
 @pytest.mark.parametrize(
     ("requested", "answered"),
     [
@@ -65,8 +73,8 @@ async def wire(tmp_path: Path) -> AsyncIterator[Wire]:
         ("1999-01-01", "2025-11-25"),
     ],
 )
-async def test_version_negotiation(wire: Wire, requested: str, answered: str) -> None:
-    answer = await wire.call(1, "initialize", initialize(requested))
+async def test_version_negotiation(bare_wire: Wire, requested: str, answered: str) -> None:
+    answer = await bare_wire.call(1, "initialize", initialize(requested))
     result = t.InitializeResult.model_validate(answer["result"])
     assert result.protocol_version == answered
     assert result.capabilities.prompts is not None
@@ -85,41 +93,41 @@ async def test_lifecycle_errors(wire: Wire) -> None:
     assert [p.name for p in listing.prompts] == ["writing__summarize", "writing__translate", "writing__proofread"]
 
 
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        (b"{oops", {"id": None, "code": -32700}),
-        (b"\xff\xfe\xfd", {"id": None, "code": -32700}),
-        (b"[" * 4000, {"id": None, "code": -32700}),  # deep nesting within the size bound
-        (b'{"jsonrpc":"2.0","id":5,"method":3}', {"id": 5, "code": -32600}),
-        (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', {"id": None, "code": -32600}),
-        (b'{"jsonrpc":"2.0","id":6,"method":"tools/list"}', {"id": 6, "code": -32601}),
-        (b'{"jsonrpc":"2.0","id":7,"method":"no/such/method"}', {"id": 7, "code": -32601}),
-        (b'{"jsonrpc":"2.0","id":8,"method":"prompts/get","params":{"name":7}}', {"id": 8, "code": -32602}),
-        (
-            b'{"jsonrpc":"2.0","id":9,"method":"prompts/get","params":{"name":"writing__summarize",'
-            b'"arguments":{"text":["not","a","string"]}}}',
-            {"id": 9, "code": -32602},
-        ),
-        (b'{"jsonrpc":"2.0","id":10,"method":"prompts/list","params":{"cursor":"forged"}}', {"id": 10, "code": -32602}),
-        (
-            b'{"jsonrpc":"2.0","id":11,"method":"prompts/get","params":{"name":"' + b"x" * 8000 + b'"}}',
-            {"id": None, "code": -32600},
-        ),  # over max_message_bytes: skipped whole
-    ],
-)
-async def test_malformed_input_gets_a_well_formed_error_and_the_gateway_keeps_serving(
-    wire: Wire, raw: bytes, expected: dict[str, Any]
-) -> None:
+MALFORMED: list[tuple[bytes, dict[str, Any]]] = [
+    (b"{oops", {"id": None, "code": -32700}),
+    (b"\xff\xfe\xfd", {"id": None, "code": -32700}),
+    (b"[" * 4000, {"id": None, "code": -32700}),  # deep nesting within the size bound
+    (b'{"jsonrpc":"2.0","id":5,"method":3}', {"id": 5, "code": -32600}),
+    (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', {"id": None, "code": -32600}),
+    (b'{"jsonrpc":"2.0","id":6,"method":"tools/list"}', {"id": 6, "code": -32601}),
+    (b'{"jsonrpc":"2.0","id":7,"method":"no/such/method"}', {"id": 7, "code": -32601}),
+    (b'{"jsonrpc":"2.0","id":8,"method":"prompts/get","params":{"name":7}}', {"id": 8, "code": -32602}),
+    (
+        b'{"jsonrpc":"2.0","id":9,"method":"prompts/get","params":{"name":"writing__summarize",'
+        b'"arguments":{"text":["not","a","string"]}}}',
+        {"id": 9, "code": -32602},
+    ),
+    (b'{"jsonrpc":"2.0","id":10,"method":"prompts/list","params":{"cursor":"forged"}}', {"id": 10, "code": -32602}),
+    (
+        b'{"jsonrpc":"2.0","id":11,"method":"prompts/get","params":{"name":"' + b"x" * 8000 + b'"}}',
+        {"id": None, "code": -32600},
+    ),  # over max_message_bytes: skipped whole
+]
+
+
+async def test_malformed_input_gets_a_well_formed_error_and_the_gateway_keeps_serving(wire: Wire) -> None:
+    """Every kind of malformed input, one after another on one connection: each gets a well-formed error
+    and the next request is still served."""
     await wire.call(1, "initialize", initialize())
-    await wire.send_raw(raw)
-    answer = await wire.receive()
-    assert answer["jsonrpc"] == "2.0"
-    assert answer["id"] == expected["id"]
-    assert answer["error"]["code"] == expected["code"]
-    assert isinstance(answer["error"]["message"], str)
-    assert answer["error"]["message"]
-    assert (await wire.call(99, "ping"))["result"] == {}
+    for raw, expected in MALFORMED:
+        await wire.send_raw(raw)
+        answer = await wire.receive()
+        assert answer["jsonrpc"] == "2.0", raw[:80]
+        assert answer["id"] == expected["id"], raw[:80]
+        assert answer["error"]["code"] == expected["code"], raw[:80]
+        assert isinstance(answer["error"]["message"], str)
+        assert answer["error"]["message"]
+        assert (await wire.call(99, "ping"))["result"] == {}
 
 
 async def test_batches_are_answered_as_arrays(wire: Wire) -> None:

@@ -79,8 +79,6 @@ async def test_prompts_as_tools_over_stdio_and_a_file_change_announces_the_tools
         await changes.wait()
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert "ours__retro" in tools["get_prompt"].input_schema["properties"]["name"]["enum"]
-    async with Client(gateway_params(path), mode="2026-07-28", cache=None) as client:
-        await exercise(client)
 
 
 async def test_prompts_as_tools_over_http_for_both_eras(tmp_path: Path) -> None:

@@ -126,23 +126,21 @@ async def test_completion_is_routed_with_its_context(client: Client) -> None:
     assert result.completion.values == ["US"]
 
 
-@pytest.mark.parametrize(
-    ("name", "arguments", "message"),
-    [
-        ("pag__nope", None, "Unknown prompt: pag__nope"),
-        ("comp__internal_notes", None, "Unknown prompt: comp__internal_notes"),  # denied upstream: same answer
-        ("pag__p0950", None, "Unknown prompt: pag__p0950"),  # denied globally
-        ("COMP__weather", None, "Unknown prompt: COMP__weather"),
-        ("comp__weather", {"country": "FR"}, "Missing required argument for prompt comp__weather: city"),
-    ],
-)
-async def test_bad_gets_are_invalid_params(
-    client: Client, name: str, arguments: dict[str, str] | None, message: str
-) -> None:
-    with pytest.raises(MCPError) as info:
-        await client.get_prompt(name, arguments)
-    assert info.value.error.code == -32602
-    assert info.value.error.message == message
+BAD_GETS: list[tuple[str, dict[str, str] | None, str]] = [
+    ("pag__nope", None, "Unknown prompt: pag__nope"),
+    ("comp__internal_notes", None, "Unknown prompt: comp__internal_notes"),  # denied upstream: same answer
+    ("pag__p0950", None, "Unknown prompt: pag__p0950"),  # denied globally
+    ("COMP__weather", None, "Unknown prompt: COMP__weather"),
+    ("comp__weather", {"country": "FR"}, "Missing required argument for prompt comp__weather: city"),
+]
+
+
+async def test_bad_gets_are_invalid_params(client: Client) -> None:
+    for name, arguments, message in BAD_GETS:
+        with pytest.raises(MCPError) as info:
+            await client.get_prompt(name, arguments)
+        assert info.value.error.code == -32602
+        assert info.value.error.message == message
 
 
 async def test_forged_cursor_is_invalid_params(client: Client) -> None:
