@@ -24,6 +24,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from gateway.audit import AuditTrail
 from gateway.catalog import Catalog, Mount
 from gateway.client_requests import ClientRequestRelay
+from gateway.cluster import NoCluster, RedisCluster
 from gateway.config import Config, FilesUpstream, HttpUpstream, ServerSettings, StdioUpstream
 from gateway.connection_guard import ConnectionBounds, guarded
 from gateway.cursor import CursorCodec
@@ -36,6 +37,7 @@ from gateway.policy import Rules, Viewer
 from gateway.progress import ProgressRelay
 from gateway.protocol.jsonrpc import Notification, Request, encode
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
+from gateway.session_ids import SessionIds
 from gateway.transports.base import MessageStream
 from gateway.upstream import Backoff, UpstreamConnector
 from gateway.views import ClaimViews
@@ -82,6 +84,7 @@ class Gateway:
         )
         self._warm = False
         self._warm_until = 0.0
+        self.cluster: NoCluster | RedisCluster = NoCluster()  # the HTTP front end's, with [cluster] redis_url
         self.metrics.watch(lambda: self.connectors, lambda: len(self.hub))
 
     # ---- what the front ends use --------------------------------------------------------------
@@ -244,6 +247,7 @@ class Gateway:
         )
         await self._settle(tuple(started))
         self._debouncer.poke()
+        await self.cluster.announce_generation(new.digest)
 
 
 async def _run_in_scope(
@@ -380,6 +384,12 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
     async def stateless(request: Request, notify: Notify, principal: str | None) -> dict[str, Any]:
         return await gateway.service.modern(request, notify, viewer=gateway.viewer_for(principal), who=principal)
 
+    cluster_settings = gateway.config.cluster
+    gateway.cluster = (
+        RedisCluster(cluster_settings.redis_url, generation=gateway.config.digest)
+        if cluster_settings.redis_url is not None
+        else NoCluster()
+    )
     return HttpFrontend(
         gateway.config.server,
         new_session,
@@ -387,6 +397,10 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
         max_message_bytes=gateway.config.gateway.max_message_bytes,
         max_in_flight=gateway.config.gateway.max_requests_per_session,
         on_refused=lambda status, reason: gateway.audit.refused(status, reason),
+        session_ids=SessionIds(
+            [key.encode() for key in cluster_settings.session_keys], ttl_s=cluster_settings.session_ttl_s
+        ),
+        cluster=gateway.cluster,
     )
 
 
@@ -440,7 +454,7 @@ async def serve_http(
     frontend = http_frontend(gateway)
     sock = sock or listening_socket(settings.host, settings.port)
     uv_config = uvicorn.Config(
-        frontend.app(gateway.metrics.routes(lambda: gateway.connectors)),
+        frontend.app(gateway.metrics.routes(lambda: gateway.connectors, gateway.cluster.status)),
         log_config=None, access_log=False, lifespan="off",
         timeout_graceful_shutdown=max(1, round(grace)), server_header=False,
         http=guarded(HttpToolsProtocol, connection_bounds(settings)),  # uvicorn's llhttp protocol, behind the bounds

@@ -34,7 +34,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 NAMESPACE_PATTERN = r"^[A-Za-z0-9_-]+$"
-_SECRET_PATH = re.compile(r"(^|\.)(token|cursor_secrets?|headers|env|client_secret)(\[|\.|$)")
+_SECRET_PATH = re.compile(r"(^|\.)(token|cursor_secrets?|session_keys|redis_url|headers|env|client_secret)(\[|\.|$)")
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -372,9 +372,20 @@ Upstream = Annotated[
 ]
 
 
+class ClusterSettings(_Section):
+    """Several replicas serving one endpoint (docs/scaling.md). ``session_keys``: seal session ids so any
+    replica holding them serves any session (the first seals, all open); ``redis_url``: share what
+    sealed ids cannot carry (ended sessions, cancellations, legacy streams) through Redis."""
+
+    session_keys: tuple[Annotated[str, Field(min_length=16)], ...] = Field((), max_length=16)
+    session_ttl_s: float = Field(86_400.0, gt=0, le=30 * 86_400)
+    redis_url: str | None = Field(None, pattern=r"^(rediss?|unix)://")
+
+
 class Config(_Section):
     gateway: GatewaySettings = GatewaySettings()
     server: ServerSettings = ServerSettings()
+    cluster: ClusterSettings = ClusterSettings()
     upstreams: tuple[Upstream, ...] = ()
     policy: PolicyRules = PolicyRules()
 
@@ -408,6 +419,11 @@ class Config(_Section):
                     raise ValueError(f"{where}: {override.name!r} is already the name of {taken[override.name]}")
                 taken[override.name] = f"{upstream.namespace}'s {local!r}"
         return self
+
+    @property
+    def digest(self) -> str:
+        """Tells configs apart (replicas compare theirs through Redis); secrets go in only hashed."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:12]
 
     @property
     def generation(self) -> str:

@@ -43,6 +43,7 @@ from gateway.protocol.modern import (
 )
 from gateway.protocol.versions import negotiate
 from gateway.rpc import Notify
+from gateway.session_ids import Negotiated, SealedState
 
 SessionState = Literal["new", "initializing", "ready", "closed"]
 SERVER_INFO = {"name": "mcp-prompt-gateway", "title": "MCP Prompt Gateway", "version": __version__}
@@ -335,6 +336,7 @@ class ClientSession:
         self.state: SessionState = "new"
         self.protocol_version: str | None = None
         self.client_info: dict[str, Any] = {}
+        self.client_capabilities: dict[str, Any] = {}
         self.ask_client: Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None = None
         """How to send this client a request (set by a transport that can: stdio)."""
         self._ask: Ask | None = None
@@ -381,8 +383,9 @@ class ClientSession:
         info = params.get("clientInfo")
         self.client_info = info if isinstance(info, dict) else {}
         capabilities = params.get("capabilities")
+        self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
         if self.ask_client is not None:
-            self._ask = asking(self.ask_client, capabilities if isinstance(capabilities, dict) else {})
+            self._ask = asking(self.ask_client, self.client_capabilities)
         self.state = "initializing"
         self._completions = self._service.offers_completions()
         self.log = self.log.bind(client=self.client_info.get("name"), protocol_version=self.protocol_version)
@@ -392,6 +395,23 @@ class ClientSession:
             "capabilities": self._service.capabilities(completions=self._completions),
             "serverInfo": SERVER_INFO,
         }
+
+    def negotiated(self) -> Negotiated | None:
+        if self.protocol_version is None:
+            return None
+        name = self.client_info.get("name")
+        return Negotiated(self.protocol_version, self.client_capabilities, name if isinstance(name, str) else None)
+
+    def resume(self, state: SealedState) -> None:
+        """Carry on a session initialized elsewhere (another replica, or this one before a restart)."""
+        self.protocol_version = state.protocol_version
+        self.client_info = {"name": state.client_name} if state.client_name is not None else {}
+        self.client_capabilities = dict(state.capabilities)
+        if self.ask_client is not None:
+            self._ask = asking(self.ask_client, self.client_capabilities)
+        self._completions = self._service.offers_completions()
+        self.state = "ready"
+        self.log = self.log.bind(client=state.client_name, protocol_version=state.protocol_version)
 
     async def handle_notification(self, notification: Notification) -> None:
         if notification.method == "notifications/initialized" and self.state == "initializing":

@@ -37,6 +37,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.cluster import NoCluster, RedisCluster, session_key
 from gateway.config import ServerSettings, TokenSettings
 
 if TYPE_CHECKING:
@@ -64,11 +65,13 @@ from gateway.protocol.jsonrpc import (
 from gateway.protocol.modern import HTTP_STATUS_FOR_CODE, carries_envelope, check_headers, read_envelope
 from gateway.protocol.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 from gateway.rpc import InboundRequests, Notify, PeerClosed, RemoteError, RequestTimeout, answer
+from gateway.session_ids import Negotiated, SealedState, SessionIds
 from gateway.transports.sse import KEEPALIVE, KEEPALIVE_S, EventLog, encode_event
 
 log = structlog.get_logger("gateway.http")
 
 REQUEST_CANCELLED = -32800
+MAX_DELETED_REMEMBERED = 100_000
 _MCP_METHODS = frozenset({"POST", "GET", "DELETE"})
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
@@ -81,6 +84,12 @@ class Endpoint(Protocol):
     async def handle_notification(self, notification: Notification) -> None: ...
 
     def close(self) -> None: ...
+
+    def negotiated(self) -> Negotiated | None:
+        """What initialize settled (None before): sealed into the session id."""
+
+    def resume(self, state: SealedState) -> None:
+        """Become the initialized session a sealed id describes (made on another replica, or before a restart)."""
 
 
 Push = Callable[[bytes, str | None], None]
@@ -113,6 +122,7 @@ class HttpSession:
     legacy: bool
     last_seen: float = field(default_factory=time.monotonic)
     streams: int = 0
+    expires: float | None = None  # a sealed id's end (Unix time)
     stream_opened: anyio.Event = field(default_factory=anyio.Event)
     asked: dict[str, MemoryObjectSendStream[RpcResponse | ErrorResponse]] = field(default_factory=dict)
     """Requests sent to the client on its event stream, by id, waiting for the answer it POSTs."""
@@ -341,6 +351,8 @@ class HttpFrontend:
         max_message_bytes: int,
         max_in_flight: int = 64,
         on_refused: Callable[[int, str], None] | None = None,
+        session_ids: SessionIds | None = None,
+        cluster: NoCluster | RedisCluster | None = None,
     ) -> None:
         self.settings = settings
         self._factory = factory
@@ -357,7 +369,13 @@ class HttpFrontend:
         self._max_message_bytes = max_message_bytes
         self._max_in_flight = max_in_flight
         self._guard = Guard(settings)
+        self._ids = session_ids or SessionIds()
+        self._cluster = cluster or NoCluster()
+        self._cluster.handlers.deleted = self._deleted_elsewhere
+        self._cluster.handlers.cancel = self._cancelled_elsewhere
+        self._cluster.handlers.legacy = self._posted_elsewhere
         self.sessions: dict[str, HttpSession] = {}
+        self._deleted: dict[str, float] = {}  # sealed ids a client ended here, until they expire anyway
         self._task_group: TaskGroup | None = None
         self._watches: set[asyncio.Task[None]] = set()
 
@@ -397,8 +415,9 @@ class HttpFrontend:
         return app
 
     async def run_housekeeping(self, task_group: TaskGroup) -> None:
-        """Own the background work (legacy requests, idle-session expiry) until cancelled."""
+        """Own the background work (legacy requests, idle-session expiry, the other replicas) until cancelled."""
         self._task_group = task_group
+        task_group.start_soon(self._cluster.run)
         try:
             while True:
                 await anyio.sleep(min(60.0, self.settings.session_idle_timeout_s / 2))
@@ -435,7 +454,9 @@ class HttpFrontend:
             self._on_refused(refusal.status_code, reason)
         return refusal
 
-    def _new_session(self, principal: str | None, *, legacy: bool) -> HttpSession | Response:
+    def _new_session(
+        self, principal: str | None, *, legacy: bool, session_id: str | None = None
+    ) -> HttpSession | Response:
         if self._session_share.refusal(principal) is not None:
             self.expire_idle()
         if self._session_share.refusal(principal) is not None:
@@ -444,7 +465,7 @@ class HttpFrontend:
         if refusal is not None:
             return _plain(503, f"Service Unavailable: too many sessions ({refusal})", **{"Retry-After": "5"})
         self._session_share.acquire(principal)
-        session_id = secrets.token_urlsafe(32)
+        session_id = session_id or secrets.token_urlsafe(32)  # sealed once initialize has answered
         events = EventLog(max_events=1024 if legacy else 256)
 
         def push(frame: bytes, key: str | None) -> None:
@@ -473,14 +494,79 @@ class HttpFrontend:
         if idle:
             self._end(min(idle, key=lambda s: s.last_seen), "evicted to make room (least recently used)")
 
-    def _lookup(self, request: HttpRequest, principal: str | None, session_id: str | None) -> HttpSession | Response:
+    async def _lookup(
+        self, request: HttpRequest, principal: str | None, session_id: str | None
+    ) -> HttpSession | Response:
         if not session_id:
             return _plain(400, "Bad Request: Mcp-Session-Id header is required")
         session = self.sessions.get(session_id)
+        if session is None:
+            resumed = await self._resume(session_id, principal)
+            if isinstance(resumed, Response):
+                return resumed
+            session = resumed
         if session is None or session.principal != principal:
             return _plain(404, "Session not found")
         session.last_seen = time.monotonic()
         return session
+
+    async def _resume(self, session_id: str, principal: str | None) -> HttpSession | Response | None:
+        """The session a sealed id describes, made here (it began on another replica, or before a restart);
+        None when the id does not open, belongs to someone else, or its client ended it."""
+        now = time.time()
+        if session_id in self._deleted:
+            return None
+        state = self._ids.open(session_id, now=now)
+        if state is None or state.principal != principal:
+            return None
+        if await self._cluster.is_deleted(session_id):
+            return None
+        if session_id in self.sessions:  # resumed by a concurrent request meanwhile
+            return self.sessions[session_id]
+        session = self._new_session(principal, legacy=False, session_id=session_id)
+        if isinstance(session, Response):
+            return session
+        session.endpoint.resume(state)
+        session.expires = state.expires
+        log.info("session_resumed", session=session_id[:8], principal=principal, created=state.created)
+        return session
+
+    def _local(self, key: str) -> HttpSession | None:
+        """A session here by the hash other replicas name it by (rare: deletes, cancels, legacy posts)."""
+        return next((s for s in self.sessions.values() if session_key(s.id) == key), None)
+
+    def _deleted_elsewhere(self, key: str) -> None:
+        session = self._local(key)
+        if session is not None:
+            self._remember_deleted(session)
+            self._end(session, "deleted by client on another replica")
+
+    def _cancelled_elsewhere(self, key: str, request_id: Any) -> None:
+        session = self._local(key)
+        if session is not None:
+            session.inbound.cancel({"requestId": request_id})
+
+    def _posted_elsewhere(self, key: str, principal: str | None, body: bytes) -> bool:
+        """A legacy POST another replica received for a stream held here."""
+        session = self._local(key)
+        if session is None or not session.legacy or session.principal != principal or self._task_group is None:
+            return False
+        try:
+            message = decode(body)
+        except ClientError:
+            return False
+        self._task_group.start_soon(self._legacy_serve, session, message)
+        return True
+
+    def _remember_deleted(self, session: HttpSession) -> None:
+        """An id the client ended must not be resumed here again (other replicas: see cluster.py)."""
+        now = time.time()
+        if len(self._deleted) >= MAX_DELETED_REMEMBERED:
+            self._deleted = {sid: until for sid, until in self._deleted.items() if until > now}
+            while len(self._deleted) >= MAX_DELETED_REMEMBERED:
+                del self._deleted[next(iter(self._deleted))]  # the oldest first
+        if session.expires is not None:
+            self._deleted[session.id] = session.expires
 
     # ---- Streamable HTTP ----------------------------------------------------------------------
 
@@ -495,11 +581,13 @@ class HttpFrontend:
             return _plain(405, "Method Not Allowed: 2026-07-28 clients POST every request", Allow="POST")
         if version is not None and version not in HANDSHAKE_VERSIONS:
             return _plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
-        session = self._lookup(request, principal, _headers(request).get("mcp-session-id"))
+        session = await self._lookup(request, principal, _headers(request).get("mcp-session-id"))
         if isinstance(session, Response):
             return session
         if request.method == "DELETE":
+            self._remember_deleted(session)
             self._end(session, "deleted by client")
+            await self._cluster.deleted(session.id, session.expires or time.time() + self._ids.ttl_s)
             return Response(status_code=200)
         return self._get(request, session)
 
@@ -523,7 +611,7 @@ class HttpFrontend:
             return _plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
         if isinstance(message, Request) and message.method == "initialize":
             return await self._initialize(message, principal)
-        session = self._lookup(request, principal, _headers(request).get("mcp-session-id"))
+        session = await self._lookup(request, principal, _headers(request).get("mcp-session-id"))
         if isinstance(session, Response):
             return session
         if isinstance(message, Request) and _wants_progress(message) and _accepts(request, "text/event-stream"):
@@ -553,9 +641,21 @@ class HttpFrontend:
         if isinstance(session, Response):
             return session
         answers = await self._serve_items(session, (message,))
-        if not answers or "error" in answers[0]:
+        negotiated = session.endpoint.negotiated()
+        if not answers or "error" in answers[0] or negotiated is None:
             self._end(session, "initialize failed")
             return JSONResponse(answers[0] if answers else None)
+        now = time.time()
+        sealed = self._ids.issue(
+            protocol_version=negotiated.protocol_version,
+            principal=principal,
+            capabilities=negotiated.capabilities,
+            client_name=negotiated.client_name,
+            now=now,
+        )
+        del self.sessions[session.id]
+        session.id, session.expires = sealed, now + self._ids.ttl_s
+        self.sessions[sealed] = session
         log.info("session_started", session=session.id[:8], principal=principal)
         return Response(dumps(answers[0]), media_type="application/json", headers={"Mcp-Session-Id": session.id})
 
@@ -673,8 +773,8 @@ class HttpFrontend:
                 elif isinstance(item, Request):
                     tg.start_soon(serve, item)
                 elif isinstance(item, Notification):
-                    if item.method == "notifications/cancelled":
-                        session.inbound.cancel(item.params)
+                    if item.method == "notifications/cancelled" and not session.inbound.cancel(item.params):
+                        await self._cluster.cancel(session.id, (item.params or {}).get("requestId"))
                     await session.endpoint.handle_notification(item)
                 elif isinstance(item, (RpcResponse, ErrorResponse)):
                     session.take_answer(item)  # the client answering a request relayed from an upstream
@@ -734,20 +834,29 @@ class HttpFrontend:
             return session
         endpoint_url = f"{self.settings.messages_path}?session_id={session.id}"
         log.info("session_started", session=session.id[:8], principal=principal, transport="sse")
+        await self._cluster.hold_legacy(session.id)
+
+        def closed() -> None:
+            self._end(session, "stream closed")
+            if self._task_group is not None:
+                self._task_group.start_soon(self._cluster.release_legacy, session.id)
 
         async def events() -> AsyncGenerator[bytes]:
             yield encode_event(endpoint_url.encode(), event="endpoint")
             async for chunk in self._events(session, None):
                 yield chunk
 
-        return self._stream(session, events(), on_close=lambda: self._end(session, "stream closed"), counted=True)
+        return self._stream(session, events(), on_close=closed, counted=True)
 
     async def _legacy_message(self, request: HttpRequest) -> Response:
         principal, refusal = await self._guard.check(request)
         if refusal is not None:
             return self._refused(refusal)
-        session = self._lookup(request, principal, request.query_params.get("session_id"))
+        session_id = request.query_params.get("session_id")
+        session = await self._lookup(request, principal, session_id)
         if isinstance(session, Response):
+            if session.status_code == 404 and session_id:
+                return await self._forward_legacy(request, principal, session_id, session)
             return session
         if not session.legacy:
             return _plain(400, "Bad Request: not a legacy HTTP+SSE session")
@@ -758,6 +867,19 @@ class HttpFrontend:
             return _plain(503, "Service Unavailable: shutting down")
         self._task_group.start_soon(self._legacy_serve, session, message)
         return Response(status_code=202)
+
+    async def _forward_legacy(
+        self, request: HttpRequest, principal: str | None, session_id: str, not_found: Response
+    ) -> Response:
+        """A legacy POST for a stream held by another replica: passed on to it (with Redis), else 404."""
+        if isinstance(self._cluster, NoCluster):
+            return not_found
+        body = await _read_body(request, self._max_message_bytes)
+        if body is None:
+            return _plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes")
+        if await self._cluster.forward_legacy(session_id, principal, body):
+            return Response(status_code=202)
+        return not_found
 
     async def _legacy_serve(self, session: HttpSession, message: Message | Batch) -> None:
         items = message.items if isinstance(message, Batch) else (message,)

@@ -84,14 +84,24 @@ class Metrics:
     def watch(self, upstreams: Callable[[], Sequence[UpstreamView]], sessions: Callable[[], int]) -> None:
         self.registry.register(_GatewayCollector(upstreams, sessions))
 
-    def routes(self, upstreams: Callable[[], Sequence[UpstreamView]]) -> list[Route]:
+    def routes(
+        self,
+        upstreams: Callable[[], Sequence[UpstreamView]],
+        cluster: Callable[[], dict[str, Any] | None] = lambda: None,
+    ) -> list[Route]:
         async def healthz(request: HttpRequest) -> Response:
             return JSONResponse({"status": "ok"})
 
         async def readyz(request: HttpRequest) -> Response:
+            """Ready while some upstream is; what the replicas share (Redis) is reported, not required:
+            a replica without it still serves."""
             states = {u.namespace: u.state for u in upstreams()}
             ready = any(u.ready for u in upstreams())
-            return JSONResponse({"ready": ready, "upstreams": states}, status_code=200 if ready else 503)
+            body: dict[str, Any] = {"ready": ready, "upstreams": states}
+            shared = cluster()
+            if shared is not None:
+                body["cluster"] = shared
+            return JSONResponse(body, status_code=200 if ready else 503)
 
         async def metrics(request: HttpRequest) -> Response:
             return Response(generate_latest(self.registry), media_type="text/plain; version=0.0.4; charset=utf-8")

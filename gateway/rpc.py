@@ -152,13 +152,16 @@ class InboundRequests:
     async def _answer(self, request: Request, notify: Notify) -> Response | ErrorResponse:
         return await answer(request, self._handler(request, notify), self._log)
 
-    def cancel(self, params: dict[str, Any] | None) -> None:
-        """Apply a ``notifications/cancelled``; unknown or finished ids are ignored, as the spec asks."""
+    def cancel(self, params: dict[str, Any] | None) -> bool:
+        """Apply a ``notifications/cancelled``; unknown or finished ids are ignored, as the spec asks.
+        Whether a request here was cancelled."""
         request_id = (params or {}).get("requestId")
         if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
             scope = self._scopes.get(request_id)
             if scope is not None:
                 scope.cancel()
+                return True
+        return False
 
     def __len__(self) -> int:
         return len(self._scopes)

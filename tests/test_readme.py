@@ -18,6 +18,7 @@ from gateway.config import (
     AuditSettings,
     AuthSettings,
     ClaimMatch,
+    ClusterSettings,
     FilesUpstream,
     GatewaySettings,
     HttpUpstream,
@@ -57,6 +58,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     PromptOverride,
     ArgumentOverride,
     IconSettings,
+    ClusterSettings,
 )
 
 # Commands the README shows that a test cannot run, and why.

@@ -66,6 +66,7 @@ def write_config(
     policy: dict[str, Any] | None = None,
     server: dict[str, Any] | None = None,
     tokens: list[dict[str, Any]] | None = None,
+    cluster: dict[str, Any] | None = None,
 ) -> Path:
     lines = ["[gateway]"] + [f"{k} = {_toml_value(v)}" for k, v in (gateway or {}).items()]
     lines += ["[server]"] + [f"{k} = {_toml_value(v)}" for k, v in (server or {"transport": "stdio"}).items()]
@@ -75,6 +76,9 @@ def write_config(
     for token in tokens or ():
         lines.append("[[server.tokens]]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in token.items()]
+    if cluster:
+        lines.append("[cluster]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in cluster.items()]
     if policy:
         lines.append("[policy]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in policy.items()]

@@ -1,0 +1,247 @@
+"""What replicas share through Redis (``[cluster] redis_url``): what a sealed session id cannot carry.
+
+- An ended session: ``DELETE`` on one replica marks the id deleted in Redis until it would have expired
+  anyway, and tells the others at once (pub/sub), so no replica resumes it or keeps serving it.
+- A cancellation: a ``notifications/cancelled`` that reaches a replica not running that request is
+  passed on to every replica; the one running it cancels it.
+- A legacy HTTP+SSE session: its stream lives on one replica, which records itself as the holder; a
+  POST reaching another replica is passed to the holder.
+- Reloads: each replica publishes the config generation it runs, so ``/readyz`` can say whether the
+  replicas agree.
+
+Redis is an aid, never a dependency of serving: when it cannot be reached the gateway logs it once,
+``/readyz`` says so in its body, what needs no Redis goes on (sealed ids still move between replicas),
+and everything comes back when Redis does (the subscriber reconnects with backoff). Keys and messages
+name sessions by a hash of their id, never by the id itself.
+
+The Redis protocol is redis-py's (its asyncio client); nothing here speaks RESP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+
+log = structlog.get_logger("gateway.cluster")
+
+PREFIX = "prompt-gateway:"
+BROADCAST = PREFIX + "all"
+LEGACY_HOLD_S = 60
+"""A legacy stream's holder record lives this long unless refreshed (a replica that died stops owning it)."""
+RECONNECT_MAX_S = 10.0
+REDIS_TIMEOUT_S = 2.0
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def session_key(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()[:32]
+
+
+@dataclass
+class ClusterHandlers:
+    """What the front end does when another replica says something."""
+
+    deleted: Callable[[str], None] = lambda key: None
+    cancel: Callable[[str, Any], None] = lambda key, request_id: None
+    legacy: Callable[[str, str | None, bytes], bool] = lambda key, principal, body: False
+
+
+@dataclass
+class ClusterStatus:
+    connected: bool = False
+    error: str | None = None
+    generations: dict[str, str] = field(default_factory=dict)
+
+
+class NoCluster:
+    """One gateway, or replicas sharing only session keys: nothing to tell anyone."""
+
+    handlers = ClusterHandlers()
+    replica = "local"
+
+    async def run(self) -> None:
+        await anyio.sleep_forever()
+
+    async def deleted(self, session_id: str, expires: float) -> None:
+        pass
+
+    async def is_deleted(self, session_id: str) -> bool:
+        return False
+
+    async def cancel(self, session_id: str, request_id: Any) -> None:
+        pass
+
+    async def hold_legacy(self, session_id: str) -> None:
+        pass
+
+    async def release_legacy(self, session_id: str) -> None:
+        pass
+
+    async def forward_legacy(self, session_id: str, principal: str | None, body: bytes) -> bool:
+        return False
+
+    async def announce_generation(self, generation: str) -> None:
+        pass
+
+    def status(self) -> dict[str, Any] | None:
+        return None
+
+
+class RedisCluster:
+    def __init__(self, url: str, *, generation: str) -> None:
+        import redis.asyncio  # only a gateway with redis_url loads it
+
+        self._redis = redis.asyncio.Redis.from_url(
+            url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S, decode_responses=False
+        )
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError, TimeoutError)
+        self.replica = secrets.token_hex(6)
+        self.handlers = ClusterHandlers()
+        self._status = ClusterStatus()
+        self._generation = generation
+        self._held: set[str] = set()  # legacy sessions whose stream is here, by key
+
+    # ---- what the front end asks -------------------------------------------------------------
+
+    async def deleted(self, session_id: str, expires: float) -> None:
+        key = session_key(session_id)
+        ttl = max(1, int(expires - time.time()) + 1)
+        await self._quietly(lambda: self._redis.set(f"{PREFIX}deleted:{key}", b"1", ex=ttl))
+        await self._publish(BROADCAST, {"t": "deleted", "s": key})
+
+    async def is_deleted(self, session_id: str) -> bool:
+        found = await self._quietly(lambda: self._redis.exists(f"{PREFIX}deleted:{session_key(session_id)}"))
+        return bool(found)
+
+    async def cancel(self, session_id: str, request_id: Any) -> None:
+        await self._publish(BROADCAST, {"t": "cancel", "s": session_key(session_id), "r": request_id})
+
+    async def hold_legacy(self, session_id: str) -> None:
+        key = session_key(session_id)
+        self._held.add(key)
+        await self._quietly(lambda: self._redis.set(f"{PREFIX}legacy:{key}", self.replica.encode(), ex=LEGACY_HOLD_S))
+
+    async def release_legacy(self, session_id: str) -> None:
+        key = session_key(session_id)
+        self._held.discard(key)
+        await self._quietly(lambda: self._redis.delete(f"{PREFIX}legacy:{key}"))
+
+    async def forward_legacy(self, session_id: str, principal: str | None, body: bytes) -> bool:
+        """Pass a legacy POST to the replica holding the session's stream; False when none does."""
+        holder = await self._quietly(lambda: self._redis.get(f"{PREFIX}legacy:{session_key(session_id)}"))
+        if not holder:
+            return False
+        message = {"t": "legacy", "s": session_key(session_id), "p": principal, "b": body.decode("utf-8", "replace")}
+        receivers = await self._publish(f"{PREFIX}replica:{_text(holder)}", message)
+        return bool(receivers)
+
+    async def announce_generation(self, generation: str) -> None:
+        self._generation = generation
+        await self._quietly(lambda: self._redis.hset(f"{PREFIX}generations", self.replica, generation.encode()))
+        await self._quietly(lambda: self._redis.expire(f"{PREFIX}generations", 3600))
+
+    def status(self) -> dict[str, Any]:
+        status: dict[str, Any] = {"redis": "connected" if self._status.connected else "unavailable"}
+        if self._status.error is not None and not self._status.connected:
+            status["redis_error"] = self._status.error
+        if self._status.generations:
+            status["config_generations"] = dict(self._status.generations)
+            status["replicas_agree"] = len(set(self._status.generations.values())) == 1
+        return status
+
+    # ---- the subscriber ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Listen to the other replicas until cancelled; reconnect with backoff whenever Redis is lost."""
+        delay = 0.2
+        while True:
+            try:
+                await self._listen()
+            except self._errors as exc:
+                self._lost(exc)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                    await self._redis.aclose()
+                raise
+            await anyio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_S)
+            if self._status.connected:
+                delay = 0.2
+
+    async def _listen(self) -> None:
+        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(BROADCAST, f"{PREFIX}replica:{self.replica}")
+            await self._redis.ping()
+            self._found()
+            await self.announce_generation(self._generation)
+            refreshed = 0.0
+            while True:
+                message = await pubsub.get_message(timeout=1.0)
+                if message is not None:
+                    self._handle(message.get("data"))
+                if time.monotonic() - refreshed > LEGACY_HOLD_S / 3:
+                    await self._refresh()
+                    refreshed = time.monotonic()
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def _refresh(self) -> None:
+        """Keep this replica's legacy streams owned, and learn every replica's config generation."""
+        for key in list(self._held):
+            await self._redis.set(f"{PREFIX}legacy:{key}", self.replica.encode(), ex=LEGACY_HOLD_S)
+        await self._redis.hset(f"{PREFIX}generations", self.replica, self._generation.encode())
+        raw = await self._redis.hgetall(f"{PREFIX}generations")
+        self._status.generations = {_text(k): _text(v) for k, v in raw.items()}
+
+    def _handle(self, data: Any) -> None:
+        try:
+            message = json.loads(data)
+            kind, key = message["t"], str(message["s"])
+        except (ValueError, KeyError, TypeError):
+            return  # not ours
+        if kind == "deleted":
+            self.handlers.deleted(key)
+        elif kind == "cancel":
+            self.handlers.cancel(key, message.get("r"))
+        elif kind == "legacy" and isinstance(message.get("b"), str):
+            self.handlers.legacy(key, message.get("p"), message["b"].encode())
+
+    async def _publish(self, channel: str, message: dict[str, Any]) -> int:
+        receivers = await self._quietly(lambda: self._redis.publish(channel, json.dumps(message).encode()))
+        return int(receivers or 0)
+
+    async def _quietly(self, command: Callable[[], Awaitable[Any]]) -> Any:
+        """A Redis command whose failure costs only what it would have shared (logged once per outage).
+        While Redis is known to be down, none is tried: no request waits out a connect time-out; the
+        subscriber's reconnection is what finds it back."""
+        if not self._status.connected:
+            return None
+        try:
+            result = await command()
+        except self._errors as exc:
+            self._lost(exc)
+            return None
+        return result
+
+    def _found(self) -> None:
+        if not self._status.connected:
+            log.info("redis_connected", replica=self.replica)
+        self._status.connected, self._status.error = True, None
+
+    def _lost(self, exc: BaseException) -> None:
+        if self._status.connected or self._status.error is None:
+            log.warning("redis_unavailable", error=str(exc) or type(exc).__name__, replica=self.replica)
+        self._status.connected, self._status.error = False, str(exc) or type(exc).__name__
