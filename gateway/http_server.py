@@ -91,6 +91,9 @@ class Endpoint(Protocol):
     def resume(self, state: SealedState) -> None:
         """Become the initialized session a sealed id describes (made on another replica, or before a restart)."""
 
+    def list_changed(self) -> None:
+        """Tell the client its lists may have changed (on its event stream)."""
+
 
 Push = Callable[[bytes, str | None], None]
 """Queue a server-to-client frame on the session's stream: ``push(frame, coalesce_key)``; never blocks."""
@@ -791,6 +794,11 @@ class HttpFrontend:
             return _plain(400, "Bad Request: Last-Event-ID must be an event id this server sent (ASCII digits)")
         if session.streams:
             return _plain(409, "Conflict: this session already has an open stream")
+        if after is not None and not session.events.issued(after):
+            # An event id another replica (or this one before a restart) numbered: what it sent since is
+            # not here to replay, so the client is told to list again, in case a change was among it.
+            after = None
+            session.endpoint.list_changed()
         return self._stream(session, self._events(session, after), counted=True)
 
     async def _events(self, session: HttpSession, after: int | None) -> AsyncGenerator[bytes]:

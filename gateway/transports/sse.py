@@ -53,6 +53,10 @@ class EventLog:
         self._wake()
         return True
 
+    def issued(self, event_id: int) -> bool:
+        """Whether this log numbered ``event_id`` (a client's Last-Event-ID from another replica was not)."""
+        return 0 <= event_id < self._next_id
+
     def close(self) -> None:
         self.closed = True
         self._wake()

@@ -4,9 +4,11 @@ and one its client deleted answer 404. (Three replicas behind HAProxy with Redis
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -44,6 +46,17 @@ async def test_a_session_begun_on_one_gateway_is_served_by_another_with_the_keys
             assert "writing__summarize" in listed.text
         resumed = await b.wait_for_event("session_resumed")
         assert resumed["session"] == session_id[:8]
+
+        # A stream resumed on another replica with the Last-Event-ID the first one numbered: nothing to
+        # replay there, so the client is told to list again (it would otherwise skip that many new events).
+        headers = {**HTTP_HEADERS, "Accept": "text/event-stream", "Mcp-Session-Id": session_id, "Last-Event-ID": "7"}
+        with anyio.fail_after(10):
+            async with http.stream("GET", f"{b.url}/mcp", headers=headers) as stream:
+                assert stream.status_code == 200
+                async for line in stream.aiter_lines():
+                    if line.startswith("data:"):
+                        assert json.loads(line[5:])["method"] == "notifications/prompts/list_changed"
+                        break
 
         assert (await call(http, f"{c.url}/mcp", session_id, "prompts/list")).status_code == 404  # other keys
         tampered = session_id[:-4] + ("AAAA" if not session_id.endswith("AAAA") else "BBBB")
