@@ -15,6 +15,8 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+HAPROXY_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "haproxy.cfg"
+
 
 def require_binary(name: str, package: str) -> str:
     """The binary's path; a skip (or, under REQUIRE_SERVICES=1, a failure) naming the package otherwise."""
@@ -87,3 +89,65 @@ async def tinyproxy(directory: Path) -> AsyncIterator[Proxy]:
             finally:
                 process.terminate()
                 tg.cancel_scope.cancel()
+
+
+async def _accepting(port: int, timeout: float = 20) -> None:
+    """Until something accepts connections on the port (for programs that say nothing when ready)."""
+    with anyio.fail_after(timeout):
+        while True:
+            try:
+                stream = await anyio.connect_tcp("127.0.0.1", port)
+            except OSError:
+                await anyio.sleep(0.05)
+                continue
+            await stream.aclose()
+            return
+
+
+@dataclass
+class Redis:
+    url: str
+    port: int
+    process: anyio.abc.Process | None = None
+
+
+@asynccontextmanager
+async def redis_server(port: int | None = None) -> AsyncIterator[Redis]:
+    """A real Redis (Debian redis-server) on loopback, no persistence; stopped on exit."""
+    binary = require_binary("redis-server", "redis-server")
+    port = port or free_port()
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    async with await anyio.open_process(command) as process:
+        assert process.stdout is not None
+        lines = BufferedByteReceiveStream(process.stdout)
+        with anyio.fail_after(20):
+            while b"Ready to accept connections" not in await lines.receive_until(b"\n", 65536):
+                pass
+        try:
+            yield Redis(f"redis://127.0.0.1:{port}/0", port, process)
+        finally:
+            if process.returncode is None:
+                process.kill()
+
+
+@asynccontextmanager
+async def haproxy(directory: Path, backends: list[str]) -> AsyncIterator[str]:
+    """A real HAProxy (Debian haproxy) spreading requests round-robin over ``backends`` (``host:port``), no
+    affinity, with health checks on /readyz; yields its base URL. The configuration is the one in
+    deploy/haproxy.cfg with these backends."""
+    binary = require_binary("haproxy", "haproxy")
+    port = free_port()
+    template = await anyio.Path(HAPROXY_CONFIG).read_text()
+    servers = "\n".join(f"    server gateway{i} {backend} check" for i, backend in enumerate(backends, 1))
+    config = directory / "haproxy.cfg"
+    config.write_text(
+        template.replace("bind :8080", f"bind 127.0.0.1:{port}")
+        .replace("    server-template gateway 3 gateway:8080 check resolvers dns init-addr none\n", servers + "\n")
+        .replace("inter 2s", "inter 300ms")
+    )
+    async with await anyio.open_process([binary, "-db", "-f", str(config)]) as process:
+        try:
+            await _accepting(port)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            process.terminate()
