@@ -298,3 +298,31 @@ async def test_inspector_cli_calls_get_prompt_as_a_tool(node: str, tmp_path: Pat
         return
     async with running_gateway(config) as gw:
         await check([f"{gw.url}/mcp"])
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_inspector_cli_through_a_round_robin_balancer(node: str, tmp_path: Path, transport: str) -> None:
+    """The Inspector CLI (TypeScript SDK) against three replicas behind HAProxy with Redis: the listing it
+    pages through (each page from another replica), and a get, over Streamable HTTP and legacy SSE."""
+    from tests.integration.test_scale_out import fleet  # haproxy and redis-server: skipped without them
+
+    async with fleet(tmp_path) as f:
+        target = [f"{f.url}/mcp" if transport == "http" else f"{f.url}/sse"]  # the CLI tells them by path
+        listing = t.ListPromptsResult.model_validate(await inspect(node, target, "--method", "prompts/list"))
+        names = [p.name for p in listing.prompts]
+        assert {"eng__code_review", "team__standup", "faulty__ok"} <= set(names)
+        assert len(names) == len(set(names))
+        got = t.GetPromptResult.model_validate(
+            await inspect(
+                node,
+                target,
+                "--method",
+                "prompts/get",
+                "--prompt-name",
+                "eng__commit_message",
+                "--prompt-args",
+                "diff=+1",
+            )
+        )
+        assert isinstance(got.messages[0].content, t.TextContent)
+        assert "+1" in got.messages[0].content.text
