@@ -230,10 +230,11 @@ async def load_http(
     budget_s: float,
     cpu_of: dict[str, int],
     headers: Mapping[str, str] | None = None,
+    initialize_at: str | None = None,
 ) -> dict[str, Any]:
     """A load on ``url`` from a fresh HTTP client's session: made by wrk where installed (for ``budget_s``),
     else by the Python client (``total`` requests or ``budget_s``, whichever ends first)."""
-    async with http_client(url, modern=modern, headers=headers) as client:
+    async with http_client(url, modern=modern, headers=headers, initialize_at=initialize_at) as client:
         if not use_wrk:
             return await load(client, name, concurrency=concurrency, total=total, budget_s=budget_s, cpu_of=cpu_of)
         seconds = max(1, round(budget_s))
@@ -509,6 +510,84 @@ async def bench_auth(quick: bool, use_wrk: bool) -> dict[str, Any]:
     }
 
 
+# ---- 6. scale-out: sealed session ids, and a replica behind HAProxy -----------------------------------
+
+
+async def bench_cluster(quick: bool, use_wrk: bool) -> dict[str, Any]:
+    """Two replicas sharing ``[cluster] session_keys``. Gateway CPU per ``prompts/get`` on replica A for a
+    session begun on A beside one begun on B (A resumes it from its sealed id), and, where HAProxy is
+    installed, A's throughput through HAProxy (deploy/haproxy.cfg, A its only server) beside direct."""
+    import shutil
+
+    from gateway.session_ids import SessionIds
+
+    upstream = stdio_upstream()
+    cluster = ["[cluster]", 'session_keys = ["bench-session-key-of-32-characters!"]']
+    seconds = 1 if quick else 8
+    with tempfile.TemporaryDirectory() as tmp:
+        configs = []
+        for name in ("a", "b"):
+            config = gateway_config(Path(tmp) / f"{name}.toml", {"up": upstream}, http=True)
+            config.write_text(config.read_text() + "\n".join(cluster) + "\n")
+            configs.append(config)
+        async with http_gateway(configs[0]) as (a, process), http_gateway(configs[1]) as (b, _):
+
+            def load(url: str, **extra: Any) -> Callable[[], Awaitable[dict[str, Any]]]:
+                return partial(
+                    load_http, url, "up__p00001", modern=False, use_wrk=use_wrk, concurrency=16,
+                    total=500 if quick else 4000, budget_s=seconds, cpu_of={"middle": process.pid}, **extra,
+                )  # fmt: skip
+
+            measures = {"begun here": load(a), "begun on another replica": load(a, initialize_at=b)}
+            balancer = shutil.which("haproxy")
+            async with haproxy_in_front(balancer, a, Path(tmp)) as through:
+                if through is not None:
+                    measures["through HAProxy"] = load(through)
+                measured = await in_rounds(measures, 1 if quick else ROUNDS)
+    ids = SessionIds([b"k" * 32])
+    sealed = ids.issue(protocol_version="2025-11-25", principal="p", capabilities={}, client_name="c", now=time.time())
+    started = time.perf_counter()
+    for _ in range(2000):
+        ids.open(sealed, now=time.time())
+    result: dict[str, Any] = {
+        "rows": [{"session": name, **row} for name, row in measured.items()],
+        "resumed_vs_local_gateway_cpu_at_16": measured["begun on another replica"]["cpu_us_per_request"]["middle"]
+        / measured["begun here"]["cpu_us_per_request"]["middle"],
+        "opening_a_sealed_id_us": (time.perf_counter() - started) / 2000 * 1e6,
+    }
+    if "through HAProxy" in measured:
+        result["haproxy_vs_direct_rps_at_16"] = measured["through HAProxy"]["rps"] / measured["begun here"]["rps"]
+    return result
+
+
+@asynccontextmanager
+async def haproxy_in_front(binary: str | None, url: str, directory: Path) -> AsyncIterator[str | None]:
+    """deploy/haproxy.cfg with ``url``'s replica as its one server; None (nothing started) without haproxy."""
+    if binary is None:
+        yield None
+        return
+    port = free_port()
+    backend = url.split("//", 1)[1].split("/", 1)[0]
+    template = (ROOT / "deploy" / "haproxy.cfg").read_text()
+    config = directory / "haproxy.cfg"
+    config.write_text(
+        template.replace("bind :8080", f"bind 127.0.0.1:{port}").replace(
+            "    server-template gateway 3 gateway:8080 check resolvers dns init-addr none\n",
+            f"    server gateway1 {backend} check\n",
+        )
+    )
+    async with spawn([binary, "-db", "-f", str(config)]), httpx.AsyncClient() as http:
+        with anyio.fail_after(60):  # until its health check has found the replica up
+            while True:
+                try:
+                    if (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await anyio.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
 def free_port() -> int:
     import socket
 
@@ -619,7 +698,7 @@ def print_report(results: dict[str, Any]) -> None:
             f"{row['transport']:9} {row['target']:10} {row['concurrency']:>4} {row['p50_ms']:>8.2f} "
             f"{row['p99_ms']:>8.2f} {row['rps']:>9.0f} {row.get('failed', 0):>6} {upstream_cpu} {middle_cpu}"
         )
-    for section in ("ratios", "listing", "sessions", "startup", "auth"):
+    for section in ("ratios", "listing", "sessions", "startup", "auth", "cluster"):
         if section not in results:
             continue
         print(f"\n{section}:")
@@ -634,7 +713,7 @@ def print_report(results: dict[str, Any]) -> None:
                     print(f"  {key:45} {item:.3f}" if isinstance(item, float) else f"  {key:45} {item}")
 
 
-SECTIONS = ("gets", "listing", "sessions", "startup", "auth")
+SECTIONS = ("gets", "listing", "sessions", "startup", "auth", "cluster")
 
 
 async def main_async(quick: bool, only: set[str], transports: set[str], use_wrk: bool) -> dict[str, Any]:
@@ -647,6 +726,7 @@ async def main_async(quick: bool, only: set[str], transports: set[str], use_wrk:
         "sessions": lambda: bench_sessions(quick),
         "startup": lambda: bench_startup(quick),
         "auth": lambda: bench_auth(quick, use_wrk),
+        "cluster": lambda: bench_cluster(quick, use_wrk),
     }
     for name, measure in sections.items():
         if name not in only:

@@ -137,10 +137,14 @@ class _Post:
         self.headers = headers
         self._ids = iter(range(1, 1 << 62))
 
-    async def call(self, method: str, params: dict[str, Any] | None, **extra: str) -> tuple[dict[str, Any], str | None]:
+    async def call(
+        self, method: str, params: dict[str, Any] | None, _url: str | None = None, **extra: str
+    ) -> tuple[dict[str, Any], str | None]:
         request = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params or {}}
         try:
-            answer = await self._client.post(self._url, content=json.dumps(request), headers={**self.headers, **extra})
+            answer = await self._client.post(
+                _url or self._url, content=json.dumps(request), headers={**self.headers, **extra}
+            )
         except httpx.HTTPError as exc:
             raise RuntimeError(str(exc) or type(exc).__name__) from exc
         message = _json_of(answer.headers.get("content-type"), answer.content)
@@ -158,9 +162,10 @@ class _Post:
 
 @asynccontextmanager
 async def http_client(
-    url: str, *, modern: bool = False, headers: Mapping[str, str] | None = None
+    url: str, *, modern: bool = False, headers: Mapping[str, str] | None = None, initialize_at: str | None = None
 ) -> AsyncIterator[HttpClient]:
-    """A client of ``url``'s session (or stateless, ``modern``), sending ``headers`` with every request."""
+    """A client of ``url``'s session (or stateless, ``modern``), sending ``headers`` with every request;
+    ``initialize_at``: the session begins at that URL (another replica), then goes on at ``url``."""
     base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     post = _Post(url, {**base, **(headers or {})})
     try:
@@ -168,7 +173,7 @@ async def http_client(
             post.headers["MCP-Protocol-Version"] = "2026-07-28"
             yield _ModernHttp(post)
             return
-        _, session = await post.call("initialize", INIT)
+        _, session = await post.call("initialize", INIT, _url=initialize_at or url)
         if session is not None:
             post.headers["Mcp-Session-Id"] = session
         post.headers["MCP-Protocol-Version"] = "2025-11-25"
