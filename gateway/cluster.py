@@ -147,9 +147,11 @@ class RedisCluster:
         return bool(receivers)
 
     async def announce_generation(self, generation: str) -> None:
+        """Record the config this replica runs (at start and after each reload) and tell the others."""
         self._generation = generation
         await self._quietly(lambda: self._redis.hset(f"{PREFIX}generations", self.replica, generation.encode()))
         await self._quietly(lambda: self._redis.expire(f"{PREFIX}generations", 3600))
+        await self._publish(BROADCAST, {"t": "generation", "s": self.replica})
 
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = {"redis": "connected" if self._status.connected else "unavailable"}
@@ -189,8 +191,8 @@ class RedisCluster:
             refreshed = 0.0
             while True:
                 message = await pubsub.get_message(timeout=1.0)
-                if message is not None:
-                    self._handle(message.get("data"))
+                if message is not None and self._handle(message.get("data")) == "generation":
+                    refreshed = 0.0  # a replica started or reloaded: learn its generation now
                 if time.monotonic() - refreshed > LEGACY_HOLD_S / 3:
                     await self._refresh()
                     refreshed = time.monotonic()
@@ -206,18 +208,20 @@ class RedisCluster:
         raw = await self._redis.hgetall(f"{PREFIX}generations")
         self._status.generations = {_text(k): _text(v) for k, v in raw.items()}
 
-    def _handle(self, data: Any) -> None:
+    def _handle(self, data: Any) -> str | None:
+        """Act on another replica's message; its kind."""
         try:
             message = json.loads(data)
-            kind, key = message["t"], str(message["s"])
+            kind, key = str(message["t"]), str(message["s"])
         except (ValueError, KeyError, TypeError):
-            return  # not ours
+            return None  # not ours
         if kind == "deleted":
             self.handlers.deleted(key)
         elif kind == "cancel":
             self.handlers.cancel(key, message.get("r"))
         elif kind == "legacy" and isinstance(message.get("b"), str):
             self.handlers.legacy(key, message.get("p"), message["b"].encode())
+        return kind
 
     async def _publish(self, channel: str, message: dict[str, Any]) -> int:
         receivers = await self._quietly(lambda: self._redis.publish(channel, json.dumps(message).encode()))

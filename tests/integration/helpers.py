@@ -144,13 +144,13 @@ class RunningGateway:
         self._arrived.set()
         self._arrived = anyio.Event()
 
-    async def wait_for_event(self, name: str, timeout: float = 30) -> dict[str, Any]:
-        """The first not yet consumed log event called ``name``, waiting for it if need be."""
+    async def wait_for_event(self, name: str, timeout: float = 30, **fields: Any) -> dict[str, Any]:
+        """The first not yet consumed log event called ``name`` (with these ``fields``), waiting for it if need be."""
         with anyio.fail_after(timeout):
             while True:
                 arrived = self._arrived
                 for event in self.events:
-                    if event.get("event") == name:
+                    if event.get("event") == name and all(event.get(k) == v for k, v in fields.items()):
                         self.events.remove(event)
                         return event
                 await arrived.wait()

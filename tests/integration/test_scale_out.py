@@ -7,6 +7,7 @@ replicas; Redis killed and restarted. Skipped with the reason where haproxy or r
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from tests.integration.helpers import (
 from tests.integration.services import Redis, haproxy, redis_server, require_binary
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+ELSEWHERE = "deleted by client on another replica"
 
 
 @dataclass
@@ -126,6 +128,25 @@ async def raw(http: httpx.AsyncClient, url: str, session_id: str, message: dict[
 async def test_delete_cancel_a_killed_replica_and_a_lost_redis(tmp_path: Path) -> None:
     async with fleet(tmp_path) as f, httpx.AsyncClient(timeout=30) as http:
         a, b, c = (replica.url for replica in f.replicas)
+
+        # Every replica's config is known to the others; a reload on one shows that they now differ.
+        async def cluster_view() -> dict[str, Any]:
+            return (await http.get(f"{a}/readyz")).json()["cluster"]  # type: ignore[no-any-return]
+
+        with anyio.fail_after(20):
+            while len((view := await cluster_view()).get("config_generations", {})) < 3:
+                await anyio.sleep(0.05)
+        assert view["redis"] == "connected"
+        assert view["replicas_agree"] is True
+        config = tmp_path / "c.toml"
+        config.write_text(
+            config.read_text().replace("list_changed_debounce_s = 0.01", "list_changed_debounce_s = 0.02")
+        )
+        f.replicas[2].process.send_signal(signal.SIGHUP)
+        await f.replicas[2].wait_for_event("config_reloaded")
+        with anyio.fail_after(20):
+            while (await cluster_view())["replicas_agree"]:
+                await anyio.sleep(0.05)
         opened = await http.post(f"{a}/mcp", json=INITIALIZE, headers=HTTP_HEADERS)
         session_id = opened.headers["mcp-session-id"]
         watcher = (await http.post(f"{b}/mcp", json=INITIALIZE, headers=HTTP_HEADERS)).headers["mcp-session-id"]
@@ -159,6 +180,8 @@ async def test_delete_cancel_a_killed_replica_and_a_lost_redis(tmp_path: Path) -
             assert (await raw(http, url, session_id, listing)).status_code == 200
         deleted = await http.delete(f"{c}/mcp", headers={**HTTP_HEADERS, "Mcp-Session-Id": session_id})
         assert deleted.status_code == 200
+        for replica in f.replicas[:2]:  # told through Redis, within milliseconds
+            await replica.wait_for_event("session_ended", reason=ELSEWHERE, session=session_id[:8])
         for url in (a, b, c):
             assert (await raw(http, url, session_id, listing)).status_code == 404
 
@@ -211,4 +234,5 @@ async def test_delete_cancel_a_killed_replica_and_a_lost_redis(tmp_path: Path) -
         assert (await http.get(f"{alive[0].url}/readyz")).json()["cluster"]["redis"] == "connected"
         deleted = await http.delete(f"{alive[0].url}/mcp", headers={**HTTP_HEADERS, "Mcp-Session-Id": session})
         assert deleted.status_code == 200
+        await alive[1].wait_for_event("session_ended", reason=ELSEWHERE, session=session[:8])
         assert (await raw(http, alive[1].url, session, listing)).status_code == 404
