@@ -61,19 +61,21 @@ async def expect_upstream_error(client: Client, name: str, *fragments: str) -> N
     assert (await client.get_prompt("writing__summarize", {"text": "still here"})).messages  # the gateway serves on
 
 
-@pytest.mark.parametrize(
-    ("prompt", "fragments"),
-    [
-        ("bad__hang", ("Upstream 'bad' did not answer prompts/get within 2.0s",)),
-        ("bad__garbage", ("Upstream 'bad' did not answer",)),
-        ("bad__wrong_id", ("Upstream 'bad' did not answer",)),
-        ("bad__huge", ("Upstream 'bad' did not answer",)),
-        ("bad__bad_result", ("Upstream 'bad' sent an invalid prompts/get result", "messages.0.role")),
-    ],
-)
-async def test_a_misbehaving_upstream_is_contained(client: Client, prompt: str, fragments: tuple[str, ...]) -> None:
-    await expect_upstream_error(client, prompt, *fragments)
-    assert (await client.get_prompt("bad__ok")).messages  # and the faulty upstream itself still works
+MISBEHAVIOURS: list[tuple[str, tuple[str, ...]]] = [
+    ("bad__hang", ("Upstream 'bad' did not answer prompts/get within 2.0s",)),
+    ("bad__garbage", ("Upstream 'bad' did not answer",)),
+    ("bad__wrong_id", ("Upstream 'bad' did not answer",)),
+    ("bad__huge", ("Upstream 'bad' did not answer",)),
+    ("bad__bad_result", ("Upstream 'bad' sent an invalid prompts/get result", "messages.0.role")),
+]
+
+
+async def test_a_misbehaving_upstream_is_contained(client: Client) -> None:
+    """One misbehaviour after another from the same upstream: each fails only its own request, the gateway
+    serves on, and the faulty upstream itself still answers its good prompt."""
+    for prompt, fragments in MISBEHAVIOURS:
+        await expect_upstream_error(client, prompt, *fragments)
+        assert (await client.get_prompt("bad__ok")).messages
 
 
 async def test_a_crash_mid_request_fails_at_once_and_the_upstream_comes_back(

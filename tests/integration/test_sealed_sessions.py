@@ -76,14 +76,3 @@ async def test_a_session_outlives_a_restart_of_its_gateway(tmp_path: Path) -> No
         async with running_gateway(path) as second:
             listed = await call(http, f"{second.url}/mcp", session_id, "prompts/list")
             assert listed.status_code == 200, listed.text
-
-
-async def test_without_keys_a_restart_ends_every_session(tmp_path: Path) -> None:
-    path = config(tmp_path / "a.toml", cluster=None)
-    async with httpx.AsyncClient(timeout=20) as http:
-        async with running_gateway(path) as first:
-            opened = await http.post(f"{first.url}/mcp", json=INITIALIZE, headers=HTTP_HEADERS)
-            session_id = opened.headers["mcp-session-id"]
-            assert (await call(http, f"{first.url}/mcp", session_id, "prompts/list")).status_code == 200
-        async with running_gateway(path) as second:
-            assert (await call(http, f"{second.url}/mcp", session_id, "prompts/list")).status_code == 404
