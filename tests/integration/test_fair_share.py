@@ -49,12 +49,18 @@ async def test_one_token_holding_many_sessions_cannot_lock_another_out(tmp_path:
         assert b.status_code == 200, b.text  # used to be 503 until a's sessions expired, an hour later
         ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
         a_headers = {**BASE, "Authorization": f"Bearer {A_TOKEN}"}
-        oldest = await http.post("/mcp", json=ping, headers={**a_headers, "Mcp-Session-Id": a_sessions[0]})
-        assert oldest.status_code == 404  # evicted: the client re-initializes, as the spec says
-        newest = await http.post("/mcp", json=ping, headers={**a_headers, "Mcp-Session-Id": a_sessions[-1]})
-        assert newest.status_code == 200
         evicted = await gateway.wait_for_event("session_ended")
         assert "evicted" in evicted["reason"]
+        # An evicted session left memory, not its sealed id: it resumes, at the cost of a's own oldest
+        # idle session, never b's (a is at its share).
+        oldest = await http.post("/mcp", json=ping, headers={**a_headers, "Mcp-Session-Id": a_sessions[0]})
+        assert oldest.status_code == 200
+        b_ping = await http.post(
+            "/mcp",
+            json=ping,
+            headers={**BASE, "Authorization": f"Bearer {B_TOKEN}", "Mcp-Session-Id": b.headers["mcp-session-id"]},
+        )
+        assert b_ping.status_code == 200
 
 
 async def test_open_listen_streams_do_not_starve_stateless_requests(tmp_path: Path) -> None:
