@@ -48,6 +48,7 @@ async def test_http_is_up_at_once_and_a_first_listing_waits_only_startup_wait_s(
     # running_gateway gives up after 30 s without the port: it used to open after the 120 s first attempt
     async with running_gateway(config) as gateway, httpx.AsyncClient(base_url=gateway.url, timeout=20) as http:
         assert (await http.get("/healthz")).status_code == 200
+        await gateway.wait_for_event("upstream_state", upstream="writing", state="ready")  # not a race with 0.5 s
         async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
             listing = await client.list_prompts()
         assert any(p.name == "writing__summarize" for p in listing.prompts)
