@@ -557,7 +557,58 @@ async def bench_cluster(quick: bool, use_wrk: bool) -> dict[str, Any]:
     }
     if "through HAProxy" in measured:
         result["haproxy_vs_direct_rps_at_16"] = measured["through HAProxy"]["rps"] / measured["begun here"]["rps"]
+    result.update(await listing_pages_shared_or_not(quick))
     return result
+
+
+async def listing_pages_shared_or_not(quick: bool) -> dict[str, Any]:
+    """Whether replicas sharing upstream listing pages through Redis would pay: one upstream's full
+    listing (1,000 prompts, pages of 100) asked of the upstream itself, beside the same pages read back
+    from a local Redis (redis-server, where installed), each page parsed as the gateway would."""
+    import shutil
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        return {}
+    import redis.asyncio
+
+    rounds = 5 if quick else 50
+    port = free_port()
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    upstream = [PY, "-m", "bench.upstream"]
+    async with spawn(command), stdio_client(upstream, {"PROMPTS": "1000", "PAGE": "100"}) as direct:
+        store = redis.asyncio.Redis(port=port)
+        with anyio.fail_after(20):
+            while True:
+                try:
+                    await store.ping()
+                    break
+                except redis.ConnectionError:
+                    await anyio.sleep(0.05)
+
+        async def from_upstream() -> list[bytes]:
+            pages, cursor = [], None
+            while True:
+                page = await direct.request("prompts/list", None if cursor is None else {"cursor": cursor})
+                pages.append(json.dumps(page).encode())
+                cursor = page.get("nextCursor")
+                if cursor is None:
+                    return pages
+
+        pages = await from_upstream()
+        for i, page in enumerate(pages):
+            await store.set(f"page:{i}", page)
+        started = time.perf_counter()
+        for _ in range(rounds):
+            await from_upstream()
+        upstream_ms = (time.perf_counter() - started) * 1000 / rounds
+        started = time.perf_counter()
+        for _ in range(rounds):
+            for i in range(len(pages)):
+                json.loads(await store.get(f"page:{i}") or b"{}")
+        redis_ms = (time.perf_counter() - started) * 1000 / rounds
+        await store.aclose()
+    return {"full_listing_from_upstream_ms": upstream_ms, "same_pages_from_redis_ms": redis_ms}
 
 
 @asynccontextmanager
