@@ -66,7 +66,12 @@ class Gateway:
         self._progress = ProgressRelay()
         self._client_requests = ClientRequestRelay()
         self.metrics = Metrics()
-        self._debouncer = ListChangedDebouncer(config.gateway.list_changed_debounce_s, self.hub, self.metrics)
+        self._debouncer = ListChangedDebouncer(
+            config.gateway.list_changed_debounce_s,
+            self.hub,
+            self.metrics,
+            before=lambda: self.cluster.catalog_changed(),
+        )
         self._running: dict[str, _Running] = {}
         self._secret = self._secret_for(config, None)
         self._viewers = self._token_rules(config)

@@ -8,6 +8,8 @@
   POST reaching another replica is passed to the holder.
 - Reloads: each replica publishes the config generation it runs, so ``/readyz`` can say whether the
   replicas agree.
+- The catalog's epoch: a count of list_changed fan-outs on any replica. Event ids carry it, so a client
+  presenting a Last-Event-ID to another replica is told to list again only if a change came since.
 
 Redis is an aid, never a dependency of serving: when it cannot be reached the gateway logs it once,
 ``/readyz`` says so in its body, what needs no Redis goes on (sealed ids still move between replicas),
@@ -94,6 +96,12 @@ class NoCluster:
     async def announce_generation(self, generation: str) -> None:
         pass
 
+    async def catalog_changed(self) -> None:
+        pass
+
+    def epoch(self) -> int | None:
+        return None
+
     def status(self) -> dict[str, Any] | None:
         return None
 
@@ -111,6 +119,7 @@ class RedisCluster:
         self._status = ClusterStatus()
         self._generation = generation
         self._held: set[str] = set()  # legacy sessions whose stream is here, by key
+        self._epoch: int | None = None
 
     # ---- what the front end asks -------------------------------------------------------------
 
@@ -153,10 +162,23 @@ class RedisCluster:
         await self._quietly(lambda: self._redis.expire(f"{PREFIX}generations", 3600))
         await self._publish(BROADCAST, {"t": "generation", "s": self.replica})
 
+    async def catalog_changed(self) -> None:
+        """A list_changed fan-out is about to leave this replica: count it, before its events are numbered."""
+        value = await self._quietly(lambda: self._redis.incr(f"{PREFIX}epoch"))
+        if isinstance(value, int):
+            self._epoch = max(self._epoch or 0, value)
+            await self._publish(BROADCAST, {"t": "epoch", "s": str(value)})
+
+    def epoch(self) -> int | None:
+        """The catalog's epoch as this replica knows it; None while Redis is not reachable."""
+        return self._epoch if self._status.connected else None
+
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = {"redis": "connected" if self._status.connected else "unavailable"}
         if self._status.error is not None and not self._status.connected:
             status["redis_error"] = self._status.error
+        if self._epoch is not None:
+            status["catalog_epoch"] = self._epoch
         if self._status.generations:
             status["config_generations"] = dict(self._status.generations)
             status["replicas_agree"] = len(set(self._status.generations.values())) == 1
@@ -185,7 +207,7 @@ class RedisCluster:
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
         try:
             await pubsub.subscribe(BROADCAST, f"{PREFIX}replica:{self.replica}")
-            await self._redis.ping()
+            self._epoch = int(await self._redis.get(f"{PREFIX}epoch") or 0)  # changes missed while away count
             self._found()
             await self.announce_generation(self._generation)
             refreshed = 0.0
@@ -219,6 +241,8 @@ class RedisCluster:
             self.handlers.deleted(key)
         elif kind == "cancel":
             self.handlers.cancel(key, message.get("r"))
+        elif kind == "epoch" and key.isdigit():
+            self._epoch = max(self._epoch or 0, int(key))
         elif kind == "legacy" and isinstance(message.get("b"), str):
             self.handlers.legacy(key, message.get("p"), message["b"].encode())
         return kind

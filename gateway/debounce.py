@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import anyio
 import structlog
 
@@ -18,8 +20,11 @@ class ListChangedDebouncer:
     can never leave ``run`` waiting on an event that no ``poke`` will set again.
     """
 
-    def __init__(self, delay_s: float, hub: Hub, metrics: Metrics) -> None:
+    def __init__(
+        self, delay_s: float, hub: Hub, metrics: Metrics, *, before: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         self.delay_s = delay_s
+        self._before = before  # awaited before each fan-out (the replicas count it: cluster.py)
         self._hub = hub
         self._metrics = metrics
         self._due = False
@@ -49,6 +54,8 @@ class ListChangedDebouncer:
                 continue  # forgotten while gathering
             self._due = False
             changed, self._changed = self._changed, set()
+            if self._before is not None:
+                await self._before()
             sessions = self._hub.broadcast_list_changed(None if changed is None else frozenset(changed))
             self._metrics.list_changed.inc(sessions)
             log.info("list_changed_broadcast", sessions=sessions)

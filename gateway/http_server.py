@@ -66,7 +66,7 @@ from gateway.protocol.modern import HTTP_STATUS_FOR_CODE, carries_envelope, chec
 from gateway.protocol.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 from gateway.rpc import InboundRequests, Notify, PeerClosed, RemoteError, RequestTimeout, answer
 from gateway.session_ids import Negotiated, SealedState, SessionIds
-from gateway.transports.sse import KEEPALIVE, KEEPALIVE_S, EventLog, encode_event
+from gateway.transports.sse import KEEPALIVE, KEEPALIVE_S, EventLog, encode_event, epoch_of
 
 log = structlog.get_logger("gateway.http")
 
@@ -469,7 +469,7 @@ class HttpFrontend:
             return _plain(503, f"Service Unavailable: too many sessions ({refusal})", **{"Retry-After": "5"})
         self._session_share.acquire(principal)
         session_id = session_id or secrets.token_urlsafe(32)  # sealed once initialize has answered
-        events = EventLog(max_events=1024 if legacy else 256)
+        events = EventLog(max_events=1024 if legacy else 256, epoch=self._cluster.epoch)
 
         def push(frame: bytes, key: str | None) -> None:
             events.push(frame, key=key)
@@ -796,9 +796,14 @@ class HttpFrontend:
             return _plain(409, "Conflict: this session already has an open stream")
         if after is not None and not session.events.issued(after):
             # An event id another replica (or this one before a restart) numbered: what it sent since is
-            # not here to replay, so the client is told to list again, in case a change was among it.
+            # not here to replay. The client is told to list again unless the catalog's epoch (replicas
+            # sharing Redis count changes) shows that nothing changed since that event.
+            then, now = epoch_of(after), self._cluster.epoch()
+            relist = then is None or now is None or now != then
+            log.info("stream_resumed", session=session.id[:8], relist=relist)
             after = None
-            session.endpoint.list_changed()
+            if relist:
+                session.endpoint.list_changed()
         return self._stream(session, self._events(session, after), counted=True)
 
     async def _events(self, session: HttpSession, after: int | None) -> AsyncGenerator[bytes]:

@@ -9,7 +9,7 @@ amount of memory: the oldest events are dropped first.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -33,9 +33,20 @@ def encode_event(data: bytes, *, event_id: int | None = None, event: str = "mess
 KEEPALIVE = b": keep-alive\n\n"
 
 
+EPOCH_SCALE = 10**9
+"""Event ids are ``(epoch + 1) * EPOCH_SCALE + n`` where an epoch is known (replicas sharing Redis count the
+catalog's changes): another replica can tell from a client's Last-Event-ID whether a change came since."""
+
+
+def epoch_of(event_id: int) -> int | None:
+    return event_id // EPOCH_SCALE - 1 if event_id >= EPOCH_SCALE else None
+
+
 class EventLog:
-    def __init__(self, max_events: int = 256) -> None:
+    def __init__(self, max_events: int = 256, *, epoch: Callable[[], int | None] = lambda: None) -> None:
         self._events: deque[Event] = deque(maxlen=max_events)
+        self._epoch = epoch
+        self._first_id: int | None = None
         self._next_id = 1
         self._delivered = 0
         self._changed = anyio.Event()
@@ -48,14 +59,18 @@ class EventLog:
             return False
         if key is not None and any(e.key == key for e in self._events if e.id > self._delivered):
             return False
-        self._events.append(Event(self._next_id, data, key))
-        self._next_id += 1
+        epoch = self._epoch()
+        event_id = self._next_id if epoch is None else max(self._next_id, (epoch + 1) * EPOCH_SCALE + 1)
+        if self._first_id is None:
+            self._first_id = event_id
+        self._events.append(Event(event_id, data, key))
+        self._next_id = event_id + 1
         self._wake()
         return True
 
     def issued(self, event_id: int) -> bool:
         """Whether this log numbered ``event_id`` (a client's Last-Event-ID from another replica was not)."""
-        return 0 <= event_id < self._next_id
+        return event_id == 0 or (self._first_id is not None and self._first_id <= event_id < self._next_id)
 
     def close(self) -> None:
         self.closed = True

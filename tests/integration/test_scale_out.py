@@ -138,6 +138,17 @@ async def test_delete_cancel_a_killed_replica_and_a_lost_redis(tmp_path: Path) -
                 await anyio.sleep(0.05)
         assert view["redis"] == "connected"
         assert view["replicas_agree"] is True
+
+        # A GET stream resumed on another replica is told to list again only if the catalog changed since
+        # the client's last event (its id carries the catalog's epoch, counted through Redis).
+        stream_session = (await http.post(f"{a}/mcp", json=INITIALIZE, headers=HTTP_HEADERS)).headers["mcp-session-id"]
+        epoch = view["catalog_epoch"]
+        for last, relist in (((epoch + 1) * 10**9 + 5, False), (epoch * 10**9 + 5, True), (7, True)):
+            headers = {**HTTP_HEADERS, "Accept": "text/event-stream", "Mcp-Session-Id": stream_session}
+            async with http.stream("GET", f"{b}/mcp", headers={**headers, "Last-Event-ID": str(last)}) as stream:
+                assert stream.status_code == 200
+                resumed = await f.replicas[1].wait_for_event("stream_resumed", session=stream_session[:8])
+                assert resumed["relist"] is relist, (last, epoch)
         config = tmp_path / "c.toml"
         config.write_text(
             config.read_text().replace("list_changed_debounce_s = 0.01", "list_changed_debounce_s = 0.02")
