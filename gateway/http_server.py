@@ -648,6 +648,8 @@ class HttpFrontend:
         if not answers or "error" in answers[0] or negotiated is None:
             self._end(session, "initialize failed")
             return JSONResponse(answers[0] if answers else None)
+        if self.sessions.pop(session.id, None) is None:  # ended while it initialized (shutting down, evicted)
+            return _plain(503, "Service Unavailable: the session ended while it initialized", **{"Retry-After": "1"})
         now = time.time()
         sealed = self._ids.issue(
             protocol_version=negotiated.protocol_version,
@@ -656,7 +658,6 @@ class HttpFrontend:
             client_name=negotiated.client_name,
             now=now,
         )
-        del self.sessions[session.id]
         session.id, session.expires = sealed, now + self._ids.ttl_s
         self.sessions[sealed] = session
         log.info("session_started", session=session.id[:8], principal=principal)
