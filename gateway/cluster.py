@@ -193,6 +193,8 @@ class RedisCluster:
             try:
                 await self._listen()
             except self._errors as exc:
+                if self._status.connected:
+                    delay = 0.2  # it was up: back off afresh
                 self._lost(exc)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True), anyio.move_on_after(1):
@@ -200,8 +202,6 @@ class RedisCluster:
                 raise
             await anyio.sleep(delay)
             delay = min(delay * 2, RECONNECT_MAX_S)
-            if self._status.connected:
-                delay = 0.2
 
     async def _listen(self) -> None:
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
