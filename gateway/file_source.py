@@ -39,6 +39,8 @@ from gateway.file_prompts import (
 log = structlog.get_logger("gateway.files")
 
 MAX_FILES = 2000
+MAX_ATTACHED_BYTES = 64 * 1024 * 1024
+"""All the files a directory's prompts embed, together (each is read once, however many prompts embed it)."""
 RENDER_TIMEOUT_S = 2.0
 """A template that has not rendered by then fails its request. Python cannot stop a thread, so the
 render finishes in the background (the sandbox bounds ``range`` and output, which bounds most loops);
@@ -79,6 +81,7 @@ def scan(root: Path) -> tuple[dict[str, FilePrompt], dict[str, str]]:
     problems: dict[str, str] = {}
     resolved_root = root.resolve()
     count = 0
+    attached = _Attached(root, resolved_root)
     for directory, subdirectories, files in os.walk(root, followlinks=False):
         relative_dir = Path(directory).relative_to(root).as_posix()
         in_claude = relative_dir.rsplit("/", 1)[-1] == ".claude"  # only its commands/ holds prompts
@@ -97,7 +100,7 @@ def scan(root: Path) -> tuple[dict[str, FilePrompt], dict[str, str]]:
             try:
                 prompt = parse_prompt_file(relative, _read_confined(root / relative, resolved_root, relative))
                 if prompt.attachments:
-                    prompt = prompt.attach([_attachment(root, resolved_root, relative, a) for a in prompt.attachments])
+                    prompt = prompt.attach([attached.content(relative, a) for a in prompt.attachments])
             except PromptFileError as exc:
                 problems[relative] = str(exc)
                 continue
@@ -108,22 +111,40 @@ def scan(root: Path) -> tuple[dict[str, FilePrompt], dict[str, str]]:
     return prompts, problems
 
 
-def _attachment(root: Path, resolved_root: Path, relative: str, attachment: Attachment) -> dict[str, Any]:
-    """An attachment's content block, read now (so ``check`` names a missing one), confined like the
-    prompt files themselves."""
-    where = f"{relative}:{attachment.line}"
-    resolved = (root / attachment.path).resolve()
-    if not resolved.is_relative_to(resolved_root):
-        raise PromptFileError(f"{where}: {attachment.path} points outside the prompt directory (a symbolic link?)")
-    try:
-        if not resolved.is_file():
-            raise PromptFileError(f"{where}: {attachment.path} is not a file in the prompt directory")
-        if resolved.stat().st_size > MAX_ATTACHMENT_BYTES:
-            raise PromptFileError(f"{where}: {attachment.path} is over {MAX_ATTACHMENT_BYTES} bytes")
-        data = resolved.read_bytes()
-    except OSError as exc:
-        raise PromptFileError(f"{where}: {attachment.path} cannot be read: {exc.strerror}") from exc
-    return attachment.content(data, relative)
+class _Attached:
+    """The files a directory's prompts embed: each read once, confined like the prompt files themselves,
+    all of them together bounded by ``MAX_ATTACHED_BYTES``."""
+
+    def __init__(self, root: Path, resolved_root: Path) -> None:
+        self._root, self._resolved_root = root, resolved_root
+        self._read: dict[Path, bytes] = {}
+        self._total = 0
+
+    def content(self, relative: str, attachment: Attachment) -> dict[str, Any]:
+        """An attachment's content block, read now (so ``check`` names a missing one)."""
+        return attachment.content(self._bytes(relative, attachment), relative)
+
+    def _bytes(self, relative: str, attachment: Attachment) -> bytes:
+        where = f"{relative}:{attachment.line}"
+        resolved = (self._root / attachment.path).resolve()
+        if resolved in self._read:
+            return self._read[resolved]
+        if not resolved.is_relative_to(self._resolved_root):
+            raise PromptFileError(f"{where}: {attachment.path} points outside the prompt directory (a symbolic link?)")
+        try:
+            if not resolved.is_file():
+                raise PromptFileError(f"{where}: {attachment.path} is not a file in the prompt directory")
+            size = resolved.stat().st_size
+            if size > MAX_ATTACHMENT_BYTES:
+                raise PromptFileError(f"{where}: {attachment.path} is over {MAX_ATTACHMENT_BYTES} bytes")
+            if self._total + size > MAX_ATTACHED_BYTES:
+                raise PromptFileError(f"{where}: the directory's attachments would pass {MAX_ATTACHED_BYTES} bytes")
+            data = resolved.read_bytes()
+        except OSError as exc:
+            raise PromptFileError(f"{where}: {attachment.path} cannot be read: {exc.strerror}") from exc
+        self._total += len(data)
+        self._read[resolved] = data
+        return data
 
 
 def _read_confined(path: Path, root: Path, relative: str) -> str:

@@ -233,3 +233,19 @@ def test_no_attachment_path_leaves_the_directory(path: str) -> None:
     for attachment in prompt.attachments:
         assert not attachment.path.startswith(("../", "/")), attachment.path
         assert attachment.path not in ("..", ".")
+
+
+def test_what_a_directory_embeds_is_bounded_altogether_and_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gateway.file_source
+
+    monkeypatch.setattr(gateway.file_source, "MAX_ATTACHED_BYTES", 100)
+    (tmp_path / "one.txt").write_text("1" * 60)
+    (tmp_path / "two.txt").write_text("2" * 60)
+    (tmp_path / "a.md").write_text("<!-- resource: one.txt -->")
+    (tmp_path / "b.md").write_text("<!-- resource: one.txt -->")  # the same file again: no more bytes
+    (tmp_path / "c.md").write_text("<!-- resource: two.txt -->")
+    prompts, problems = scan(tmp_path)
+    assert sorted(prompts) == ["a", "b"]
+    assert problems == {"c.md": "c.md:1: the directory's attachments would pass 100 bytes"}
