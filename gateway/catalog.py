@@ -136,6 +136,10 @@ class Mount:
         override = self.overrides.get(local)
         return None if override is not None and override.name is not None else local
 
+    def claims(self, public: str) -> bool:
+        """Whether a name can only be this mount's: under its prefix, or a name an override gave."""
+        return public in self._renamed or bool(self.prefix and public.startswith(self.prefix))
+
     def tags(self, entry: Mapping[str, Any]) -> tuple[str, ...]:
         if not self.overrides and not self.own_tags:
             return ()
@@ -510,7 +514,7 @@ class Catalog:
             if local is None:
                 continue
             if not mount.source.ready:
-                if mount.prefix or mount.renames:
+                if mount.claims(public):
                     if self.shows_upstream(i, viewer):
                         raise UpstreamUnavailable(mount.namespace, "is not connected")
                     raise UnknownPrompt(public)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gateway.catalog import TAGS_META_KEY, Catalog, Mount
 from gateway.config import PromptOverride
 from gateway.cursor import CursorCodec
-from gateway.errors import InvalidParams, UnknownPrompt
+from gateway.errors import InvalidParams, UnknownPrompt, UpstreamUnavailable
 from gateway.policy import AllOf, Rules
 from gateway.testing import FakePromptSource
 
@@ -312,3 +312,12 @@ async def test_tag_rules_of_tokens_and_views_come_from_the_config() -> None:
     assert await names(cat, view) == ["files__a"]
     files.prompts.append({"name": "c"})
     assert await names(catalog((files, {})), view) == ["files__a"]  # no tag: not allowed by allow_tags
+
+
+async def test_an_unprefixed_upstream_with_a_rename_that_is_down_does_not_hide_other_names() -> None:
+    down = FakePromptSource("down", [{"name": "x"}], ready=False)
+    later = FakePromptSource("later", [{"name": "y"}])
+    cat = catalog((down, {"x": override(name="nice-x")}), (later, {}), unprefixed=frozenset({"down", "later"}))
+    assert (await cat.get_prompt({"name": "y"}))["messages"]  # was "Upstream 'down' is not connected"
+    with pytest.raises(UpstreamUnavailable):
+        await cat.get_prompt({"name": "nice-x"})  # the renamed name is down's alone
