@@ -522,7 +522,7 @@ class Catalog:
             try:
                 entry = await self._lookup(i, local)
             except UpstreamError:
-                if mount.prefix:
+                if mount.claims(public):
                     raise
                 continue
             if entry is None:
