@@ -4,8 +4,10 @@
   anyway, and tells the others at once (pub/sub), so no replica resumes it or keeps serving it.
 - A cancellation: a ``notifications/cancelled`` that reaches a replica not running that request is
   passed on to every replica; the one running it cancels it.
-- A legacy HTTP+SSE session: its stream lives on one replica, which records itself as the holder; a
-  POST reaching another replica is passed to the holder.
+- A session's event stream (a legacy HTTP+SSE stream, a GET stream) lives on one replica, which records
+  itself as the holder: a legacy POST reaching another replica is passed to the holder, and so is a
+  request an upstream makes of the client (elicitation, sampling, roots) on another replica; the
+  client's answer, POSTed wherever, goes back to the replica that asked (its id names it).
 - Reloads: each replica publishes the config generation it runs, so ``/readyz`` can say whether the
   replicas agree.
 - The catalog's epoch: a count of list_changed fan-outs on any replica. Event ids carry it, so a client
@@ -36,10 +38,13 @@ log = structlog.get_logger("gateway.cluster")
 
 PREFIX = "prompt-gateway:"
 BROADCAST = PREFIX + "all"
-LEGACY_HOLD_S = 60
-"""A legacy stream's holder record lives this long unless refreshed (a replica that died stops owning it)."""
+HOLD_S = 60
+"""A stream's holder record lives this long unless refreshed (a replica that died stops owning it)."""
 RECONNECT_MAX_S = 10.0
 REDIS_TIMEOUT_S = 2.0
+
+
+_DELETE_IF_OURS = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
 
 def _text(value: bytes | str) -> str:
@@ -57,6 +62,8 @@ class ClusterHandlers:
     deleted: Callable[[str], None] = lambda key: None
     cancel: Callable[[str, Any], None] = lambda key, request_id: None
     legacy: Callable[[str, str | None, bytes], bool] = lambda key, principal, body: False
+    ask: Callable[[str, bytes], None] = lambda key, frame: None
+    answer: Callable[[str, bytes], None] = lambda key, body: None
 
 
 @dataclass
@@ -84,13 +91,19 @@ class NoCluster:
     async def cancel(self, session_id: str, request_id: Any) -> None:
         pass
 
-    async def hold_legacy(self, session_id: str) -> None:
+    async def hold_stream(self, session_id: str) -> None:
         pass
 
-    async def release_legacy(self, session_id: str) -> None:
+    async def release_stream(self, session_id: str) -> None:
         pass
 
     async def forward_legacy(self, session_id: str, principal: str | None, body: bytes) -> bool:
+        return False
+
+    async def ask_through_holder(self, session_id: str, frame: bytes) -> bool:
+        return False
+
+    async def answer_to(self, replica: str, session_id: str, body: bytes) -> bool:
         return False
 
     async def announce_generation(self, generation: str) -> None:
@@ -109,16 +122,26 @@ class NoCluster:
 class RedisCluster:
     def __init__(self, url: str, *, generation: str) -> None:
         import redis.asyncio  # only a gateway with redis_url loads it
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialBackoff
 
+        # A pooled connection to a Redis that restarted fails its next command: redis-py retries that on a
+        # fresh connection (without it, the first command after a restart said "unavailable").
         self._redis = redis.asyncio.Redis.from_url(
-            url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S, decode_responses=False
+            url,
+            socket_timeout=REDIS_TIMEOUT_S,
+            socket_connect_timeout=REDIS_TIMEOUT_S,
+            decode_responses=False,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
+            retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+            health_check_interval=30,
         )
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError, TimeoutError)
         self.replica = secrets.token_hex(6)
         self.handlers = ClusterHandlers()
         self._status = ClusterStatus()
         self._generation = generation
-        self._held: set[str] = set()  # legacy sessions whose stream is here, by key
+        self._held: set[str] = set()  # sessions whose event stream is here, by key
         self._epoch: int | None = None
 
     # ---- what the front end asks -------------------------------------------------------------
@@ -136,24 +159,38 @@ class RedisCluster:
     async def cancel(self, session_id: str, request_id: Any) -> None:
         await self._publish(BROADCAST, {"t": "cancel", "s": session_key(session_id), "r": request_id})
 
-    async def hold_legacy(self, session_id: str) -> None:
+    async def hold_stream(self, session_id: str) -> None:
         key = session_key(session_id)
         self._held.add(key)
-        await self._quietly(lambda: self._redis.set(f"{PREFIX}legacy:{key}", self.replica.encode(), ex=LEGACY_HOLD_S))
+        await self._quietly(lambda: self._redis.set(f"{PREFIX}stream:{key}", self.replica.encode(), ex=HOLD_S))
 
-    async def release_legacy(self, session_id: str) -> None:
+    async def release_stream(self, session_id: str) -> None:
+        """The stream closed here: drop the holder record, unless another replica holds it by now (the
+        client reconnected there first)."""
         key = session_key(session_id)
         self._held.discard(key)
-        await self._quietly(lambda: self._redis.delete(f"{PREFIX}legacy:{key}"))
+        await self._quietly(lambda: self._redis.eval(_DELETE_IF_OURS, 1, f"{PREFIX}stream:{key}", self.replica))
+
+    async def _to_holder(self, session_id: str, message: dict[str, Any]) -> bool:
+        """Send to the replica holding the session's stream (not this one); False when none does."""
+        holder = await self._quietly(lambda: self._redis.get(f"{PREFIX}stream:{session_key(session_id)}"))
+        if not holder or _text(holder) == self.replica:
+            return False
+        return bool(await self._publish(f"{PREFIX}replica:{_text(holder)}", message))
 
     async def forward_legacy(self, session_id: str, principal: str | None, body: bytes) -> bool:
         """Pass a legacy POST to the replica holding the session's stream; False when none does."""
-        holder = await self._quietly(lambda: self._redis.get(f"{PREFIX}legacy:{session_key(session_id)}"))
-        if not holder:
-            return False
         message = {"t": "legacy", "s": session_key(session_id), "p": principal, "b": body.decode("utf-8", "replace")}
-        receivers = await self._publish(f"{PREFIX}replica:{_text(holder)}", message)
-        return bool(receivers)
+        return await self._to_holder(session_id, message)
+
+    async def ask_through_holder(self, session_id: str, frame: bytes) -> bool:
+        """Put a request for the client on its event stream, held by another replica; False when none does."""
+        return await self._to_holder(session_id, {"t": "ask", "s": session_key(session_id), "b": frame.decode()})
+
+    async def answer_to(self, replica: str, session_id: str, body: bytes) -> bool:
+        """Hand a client's answer to the replica that asked it (named in the request id)."""
+        message = {"t": "answer", "s": session_key(session_id), "b": body.decode("utf-8", "replace")}
+        return bool(await self._publish(f"{PREFIX}replica:{replica}", message))
 
     async def announce_generation(self, generation: str) -> None:
         """Record the config this replica runs (at start and after each reload) and tell the others."""
@@ -215,7 +252,10 @@ class RedisCluster:
                 message = await pubsub.get_message(timeout=1.0)
                 if message is not None and self._handle(message.get("data")) == "generation":
                     refreshed = 0.0  # a replica started or reloaded: learn its generation now
-                if time.monotonic() - refreshed > LEGACY_HOLD_S / 3:
+                if not self._status.connected:  # a command failed meanwhile: is Redis back (or still there)?
+                    await self._redis.ping()
+                    self._found()
+                if time.monotonic() - refreshed > HOLD_S / 3:
                     await self._refresh()
                     refreshed = time.monotonic()
         finally:
@@ -223,9 +263,9 @@ class RedisCluster:
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def _refresh(self) -> None:
-        """Keep this replica's legacy streams owned, and learn every replica's config generation."""
+        """Keep this replica's streams owned, and learn every replica's config generation."""
         for key in list(self._held):
-            await self._redis.set(f"{PREFIX}legacy:{key}", self.replica.encode(), ex=LEGACY_HOLD_S)
+            await self._redis.set(f"{PREFIX}stream:{key}", self.replica.encode(), ex=HOLD_S)
         await self._redis.hset(f"{PREFIX}generations", self.replica, self._generation.encode())
         raw = await self._redis.hgetall(f"{PREFIX}generations")
         self._status.generations = {_text(k): _text(v) for k, v in raw.items()}
@@ -245,6 +285,10 @@ class RedisCluster:
             self._epoch = max(self._epoch or 0, int(key))
         elif kind == "legacy" and isinstance(message.get("b"), str):
             self.handlers.legacy(key, message.get("p"), message["b"].encode())
+        elif kind == "ask" and isinstance(message.get("b"), str):
+            self.handlers.ask(key, message["b"].encode())
+        elif kind == "answer" and isinstance(message.get("b"), str):
+            self.handlers.answer(key, message["b"].encode())
         return kind
 
     async def _publish(self, channel: str, message: dict[str, Any]) -> int:

@@ -126,40 +126,49 @@ class HttpSession:
     last_seen: float = field(default_factory=time.monotonic)
     streams: int = 0
     expires: float | None = None  # a sealed id's end (Unix time)
+    relay: NoCluster | RedisCluster | None = None  # the other replicas, one of which may hold the stream
     stream_opened: anyio.Event = field(default_factory=anyio.Event)
     asked: dict[str, MemoryObjectSendStream[RpcResponse | ErrorResponse]] = field(default_factory=dict)
     """Requests sent to the client on its event stream, by id, waiting for the answer it POSTs."""
 
     async def ask(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         """A request to the client: sent on its event stream (the GET stream, or the legacy SSE stream),
-        answered by a POST carrying the response. Refused at once when no stream is open to send it on."""
-        if not self.streams:  # a client opens its GET stream after initialize, maybe not yet
-            with anyio.move_on_after(STREAM_WAIT_S):
-                await self.stream_opened.wait()
-            if not self.streams:
-                raise PeerClosed(f"the client has no open event stream to send {method} on")
-        request_id = f"gateway-{secrets.token_urlsafe(9)}"
+        here or, through Redis, on the replica holding it; answered by a POST carrying the response (to
+        any replica: the id names the one asking). Refused when no stream is open to send it on."""
+        replica = self.relay.replica if self.relay is not None else "local"
+        request_id = f"gateway-{replica}-{secrets.token_urlsafe(9)}"
+        frame = encode(Request(request_id, method, params))
         answers_in, answers = anyio.create_memory_object_stream[RpcResponse | ErrorResponse](1)
         self.asked[request_id] = answers_in
         try:
-            self.events.push(encode(Request(request_id, method, params)))
-            with anyio.fail_after(ASK_TIMEOUT_S), answers:
+            if self.streams:
+                self.events.push(frame)
+            elif self.relay is None or not await self.relay.ask_through_holder(self.id, frame):
+                with anyio.move_on_after(STREAM_WAIT_S):  # a client opens its GET stream after initialize
+                    await self.stream_opened.wait()
+                if not self.streams:
+                    raise PeerClosed(f"the client has no open event stream to send {method} on")
+                self.events.push(frame)
+            with anyio.fail_after(ASK_TIMEOUT_S):
                 answered = await answers.receive()
         except TimeoutError:
             raise RequestTimeout(f"the client did not answer {method}") from None
         finally:
             self.asked.pop(request_id, None)
             answers_in.close()
+            answers.close()
         if isinstance(answered, ErrorResponse):
             raise RemoteError(answered.error)
         return answered.result
 
-    def take_answer(self, message: RpcResponse | ErrorResponse) -> None:
-        """The client's answer to one of ``ask``'s requests; anything else is dropped."""
+    def take_answer(self, message: RpcResponse | ErrorResponse) -> bool:
+        """The client's answer to one of ``ask``'s requests here; whether one was waiting for it."""
         waiting = self.asked.pop(str(message.id), None) if isinstance(message.id, str) else None
-        if waiting is not None:
-            with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                waiting.send_nowait(message)
+        if waiting is None:
+            return False
+        with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            waiting.send_nowait(message)
+        return True
 
 
 def _error_body(error: GatewayError, request_id: Any = None) -> dict[str, Any]:
@@ -377,6 +386,8 @@ class HttpFrontend:
         self._cluster.handlers.deleted = self._deleted_elsewhere
         self._cluster.handlers.cancel = self._cancelled_elsewhere
         self._cluster.handlers.legacy = self._posted_elsewhere
+        self._cluster.handlers.ask = self._asked_elsewhere
+        self._cluster.handlers.answer = self._answered_elsewhere
         self.sessions: dict[str, HttpSession] = {}
         self._deleted: dict[str, float] = {}  # sealed ids a client ended here, until they expire anyway
         self._task_group: TaskGroup | None = None
@@ -482,7 +493,8 @@ class HttpFrontend:
 
         endpoint = self._factory(principal, session_id, push, ask)
         inbound = InboundRequests(endpoint.handle_request, max_in_flight=self._max_in_flight)
-        session = HttpSession(session_id, principal, endpoint, inbound, events, legacy)
+        relay = None if isinstance(self._cluster, NoCluster) else self._cluster
+        session = HttpSession(session_id, principal, endpoint, inbound, events, legacy, relay=relay)
         self.sessions[session_id] = session
         return session
 
@@ -561,6 +573,28 @@ class HttpFrontend:
         self._task_group.start_soon(self._legacy_serve, session, message)
         return True
 
+    def _asked_elsewhere(self, key: str, frame: bytes) -> None:
+        """A request for a client whose event stream is here, from an upstream on another replica."""
+        session = self._local(key)
+        if session is not None and session.streams:
+            session.events.push(frame)
+
+    def _answered_elsewhere(self, key: str, body: bytes) -> None:
+        """A client's answer, POSTed to another replica, to a request this replica sent it."""
+        session = self._local(key)
+        try:
+            message = decode(body)
+        except ClientError:
+            return
+        if session is not None and isinstance(message, (RpcResponse, ErrorResponse)):
+            session.take_answer(message)
+
+    async def _answer_elsewhere(self, session: HttpSession, message: RpcResponse | ErrorResponse) -> None:
+        """A client's answer to a request another replica sent it (the id says which): passed on."""
+        parts = str(message.id).split("-", 2) if isinstance(message.id, str) else []
+        if len(parts) == 3 and parts[0] == "gateway" and parts[1] != self._cluster.replica:
+            await self._cluster.answer_to(parts[1], session.id, dumps(to_wire(message)))
+
     def _remember_deleted(self, session: HttpSession) -> None:
         """An id the client ended must not be resumed here again (other replicas: see cluster.py)."""
         now = time.time()
@@ -592,7 +626,7 @@ class HttpFrontend:
             self._end(session, "deleted by client")
             await self._cluster.deleted(session.id, session.expires or time.time() + self._ids.ttl_s)
             return Response(status_code=200)
-        return self._get(request, session)
+        return await self._get(request, session)
 
     async def _post(self, request: HttpRequest, principal: str | None) -> Response:
         if not _accepts(request, "application/json"):
@@ -780,11 +814,11 @@ class HttpFrontend:
                     if item.method == "notifications/cancelled" and not session.inbound.cancel(item.params):
                         await self._cluster.cancel(session.id, (item.params or {}).get("requestId"))
                     await session.endpoint.handle_notification(item)
-                elif isinstance(item, (RpcResponse, ErrorResponse)):
-                    session.take_answer(item)  # the client answering a request relayed from an upstream
+                elif isinstance(item, (RpcResponse, ErrorResponse)) and not session.take_answer(item):
+                    await self._answer_elsewhere(session, item)  # answering a request another replica sent
         return answers
 
-    def _get(self, request: HttpRequest, session: HttpSession) -> Response:
+    async def _get(self, request: HttpRequest, session: HttpSession) -> Response:
         if session.legacy:
             return _plain(400, "Bad Request: this is a legacy HTTP+SSE session")
         if not _accepts(request, "text/event-stream"):
@@ -805,7 +839,10 @@ class HttpFrontend:
             after = None
             if relist:
                 session.endpoint.list_changed()
-        return self._stream(session, self._events(session, after), counted=True)
+        await self._cluster.hold_stream(session.id)
+        return self._stream(
+            session, self._events(session, after), on_close=lambda: self._released(session), counted=True
+        )
 
     async def _events(self, session: HttpSession, after: int | None) -> AsyncGenerator[bytes]:
         async for event in session.events.follow(after):
@@ -848,12 +885,11 @@ class HttpFrontend:
             return session
         endpoint_url = f"{self.settings.messages_path}?session_id={session.id}"
         log.info("session_started", session=session.id[:8], principal=principal, transport="sse")
-        await self._cluster.hold_legacy(session.id)
+        await self._cluster.hold_stream(session.id)
 
         def closed() -> None:
             self._end(session, "stream closed")
-            if self._task_group is not None:
-                self._task_group.start_soon(self._cluster.release_legacy, session.id)
+            self._released(session)
 
         async def events() -> AsyncGenerator[bytes]:
             yield encode_event(endpoint_url.encode(), event="endpoint")
@@ -881,6 +917,11 @@ class HttpFrontend:
             return _plain(503, "Service Unavailable: shutting down")
         self._task_group.start_soon(self._legacy_serve, session, message)
         return Response(status_code=202)
+
+    def _released(self, session: HttpSession) -> None:
+        """A session's event stream closed here: this replica no longer holds it."""
+        if self._task_group is not None and not isinstance(self._cluster, NoCluster):
+            self._task_group.start_soon(self._cluster.release_stream, session.id)
 
     async def _forward_legacy(
         self, request: HttpRequest, principal: str | None, session_id: str, not_found: Response

@@ -29,6 +29,7 @@ from tests.integration.helpers import (
     RunningGateway,
     demo_upstream,
     running_gateway,
+    sdk_upstream,
     write_config,
 )
 from tests.integration.services import Redis, haproxy, redis_server, require_binary
@@ -54,6 +55,7 @@ def replica_config(path: Path, prompts: Path, redis_url: str) -> Path:
             demo_upstream("eng", "engineering"),
             {"namespace": "team", "transport": "files", "path": str(prompts)},
             faulty,
+            sdk_upstream("ask", "asking", protocol="legacy"),  # asks the client (elicitation) as it renders
         ],
         server={"transport": "http", "port": 0},
         gateway={"page_size": 3, "list_changed_debounce_s": 0.01, "cursor_secret": "fleet-cursor-secret-32-characters"},
@@ -107,11 +109,22 @@ async def exercise(client: Client, fleet: Fleet, changes: ListChangedWatcher, ne
     assert f"team__{new_prompt}" in await names(client)
 
 
+async def who(context: object, params: t.ElicitRequestParams) -> t.ElicitResult:
+    return t.ElicitResult(action="accept", content={"name": "Ada"})
+
+
 async def sdk_clients_through_the_balancer(f: Fleet) -> None:
-    """SDK clients over Streamable HTTP and legacy HTTP+SSE: paged listing, gets, completions, list_changed."""
+    """SDK clients over Streamable HTTP and legacy HTTP+SSE: paged listing, gets, completions, list_changed,
+    and an upstream asking the client while it renders (the request is on one replica, the client's event
+    stream maybe on another)."""
     changes = ListChangedWatcher()
-    async with Client(f"{f.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client:
+    async with Client(
+        f"{f.url}/mcp", mode="legacy", cache=None, message_handler=changes, elicitation_callback=who
+    ) as client:
         await exercise(client, f, changes, "retro")
+        for _ in range(3):  # each get on another replica
+            got = await client.get_prompt("ask__who")
+            assert got.messages[0].content == t.TextContent(type="text", text="Hello, Ada (accept)")
     resumed = sum(1 for r in f.replicas for e in r.events if e.get("event") == "session_resumed")
     assert resumed >= 2  # the session really went from replica to replica
 
