@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import regex
-from confusable_homoglyphs import confusables
 
 _GLOB = frozenset("*?[]")
 _IGNORABLE = regex.compile(r"[\p{Default_Ignorable_Code_Point}\u2800]+")  # and the braille blank, drawn empty
@@ -39,6 +38,8 @@ def _confusable_classes() -> dict[int, str]:
     is one); an ASCII letter and its other case are one class. The data lists confusables both ways; a
     source whose prototype is a sequence (``ʂ`` → ``s̨``) maps to the sequence. Classes holding a glob
     character are left alone: a deny pattern's skeleton must keep its wildcards, and gain none."""
+    from confusable_homoglyphs import confusables  # its data loads in ~30 ms: only once a deny rule is matched
+
     parent: dict[str, str] = {}
 
     def find(ch: str) -> str:
