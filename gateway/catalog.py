@@ -351,19 +351,19 @@ class Catalog:
         mount = self.mounts[i]
         known = self._known_names[i]
         if known:
-            return any(self._visible(i, local, tags, viewer) for local, tags in known.items())
+            return any(self._visible(i, local, mount.public_name(local), tags, viewer) for local, tags in known.items())
         return (
             mount.rules.may_allow_under("")
             and self._policy.may_allow_under(mount.prefix)
             and (viewer is None or viewer.may_allow_under(mount.prefix))
         )
 
-    def _visible(self, i: int, local: str, tags: tuple[str, ...], viewer: Viewer | None) -> bool:
+    def _visible(self, i: int, local: str, public: str, tags: tuple[str, ...], viewer: Viewer | None) -> bool:
         """Whether upstream ``i``'s prompt ``local`` (with ``tags``) may be shown to ``viewer``: its own
         policy on its own name, the global and the viewer's on the public name, the name before a rename
         (deny rules only) and the tags."""
         mount = self.mounts[i]
-        public, natural = mount.public_name(local), mount.natural_name(local)
+        natural = mount.natural_name(local)
         return (
             mount.rules.allows(local, tags)
             and self._policy.allows(public, tags, original=natural)
@@ -477,7 +477,7 @@ class Catalog:
                 local = prompt["name"]
                 mount = self.mounts[i]
                 public, tags = mount.public_name(local), mount.tags(prompt)
-                if not self._visible(i, local, tags, viewer) or await self._note_collision(i, local, public):
+                if not self._visible(i, local, public, tags, viewer) or await self._note_collision(i, local, public):
                     continue
                 out.append(mount.shown(prompt, public, tags))
                 room -= 1
@@ -530,7 +530,7 @@ class Catalog:
             tags = mount.tags(entry)
             if not mount.rules.allows(local, tags):
                 continue  # as if the upstream did not list it: a later one may show the name
-            if not self._visible(i, local, tags, viewer):
+            if not self._visible(i, local, public, tags, viewer):
                 raise UnknownPrompt(public)
             return mount, local, entry
         raise UnknownPrompt(public)

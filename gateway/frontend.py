@@ -77,7 +77,6 @@ class Subscription:
 
     def __init__(self, *, prompts: bool, tools: bool = False, viewer: Viewer | None = None) -> None:
         self._prompts = prompts or tools  # the tool list changes with the prompts (prompt_tools.py)
-        self.prompts, self.tools = prompts, tools
         self.viewer = viewer
         self._woken = anyio.Event()
         self._pending = False
@@ -332,7 +331,6 @@ class ClientSession:
         self._who = who
         self.viewer = viewer
         self._completions = False  # fixed at initialize: capabilities do not change within a session
-        self._viewer = viewer
         self.state: SessionState = "new"
         self.protocol_version: str | None = None
         self.client_info: dict[str, Any] = {}
