@@ -21,14 +21,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class ListChangedWatcher:
-    """An SDK ``message_handler`` that counts ``notifications/prompts/list_changed`` and lets a test await the next."""
+    """An SDK ``message_handler`` that counts ``notifications/prompts/list_changed`` (or ``kind``, say
+    ``t.ToolListChangedNotification``) and lets a test await the next."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: type[object] = t.PromptListChangedNotification) -> None:
         self.count = 0
+        self._kind = kind
         self._changed = anyio.Event()
 
     async def __call__(self, message: object) -> None:
-        if isinstance(message, t.PromptListChangedNotification):
+        if isinstance(message, self._kind):
             self.count += 1
             self._changed.set()
 

@@ -19,6 +19,7 @@ from mcp import Client, MCPError
 
 from tests.integration.helpers import (
     ROOT,
+    ListChangedWatcher,
     demo_upstream,
     gateway_command,
     gateway_params,
@@ -278,26 +279,13 @@ async def test_a_2026_upstream_over_streamable_http(tmp_path: Path) -> None:
             while ready["state"] != "ready":
                 ready = await gateway.wait_for_event("upstream_state")
             assert ready["protocol_version"] == "2026-07-28"
-            changes = ListChanged()
+            changes = ListChangedWatcher()
             async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client:
                 await client.get_prompt("remote__add", {"name": "over_http"})
                 await changes.wait()
                 assert "remote__over_http" in {p.name for p in (await client.list_prompts()).prompts}
                 pid = await client.get_prompt("remote__pid")
                 assert isinstance(pid.messages[0].content, t.TextContent)
-
-
-class ListChanged:
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-
-    async def __call__(self, message: object) -> None:
-        if isinstance(message, t.PromptListChangedNotification):
-            self.event.set()
-
-    async def wait(self) -> None:
-        with anyio.fail_after(20):
-            await self.event.wait()
 
 
 async def test_the_era_can_be_pinned_per_upstream(tmp_path: Path) -> None:

@@ -12,23 +12,9 @@ import mcp.types as t
 import pytest
 from mcp import Client
 
-from tests.integration.helpers import demo_upstream, gateway_params, running_gateway, write_config
+from tests.integration.helpers import ListChangedWatcher, demo_upstream, gateway_params, running_gateway, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-
-class ToolsChanged:
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-
-    async def __call__(self, message: object) -> None:
-        if isinstance(message, t.ToolListChangedNotification):
-            self.event.set()
-
-    async def wait(self) -> None:
-        with anyio.fail_after(20):
-            await self.event.wait()
-        self.event = anyio.Event()
 
 
 def config(tmp_path: Path, **server: Any) -> Path:
@@ -72,7 +58,7 @@ async def exercise(client: Client) -> None:
 
 async def test_prompts_as_tools_over_stdio_and_a_file_change_announces_the_tools(tmp_path: Path) -> None:
     path = config(tmp_path)
-    changes = ToolsChanged()
+    changes = ListChangedWatcher(t.ToolListChangedNotification)
     async with Client(gateway_params(path), mode="legacy", cache=None, message_handler=changes) as client:
         await exercise(client)
         await anyio.Path(tmp_path / "prompts" / "retro.md").write_text("How did the sprint go?\n")

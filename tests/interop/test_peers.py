@@ -176,24 +176,20 @@ async def test_inspector_cli_in_the_2026_07_28_era(node: str, tmp_path: Path, tr
         await check_inspector(node, ["--config", str(servers), "--server", "gateway"], modern=True)
 
 
+async def inspected_prompt(node: str, target: list[str], name: str, *arguments: str) -> t.GetPromptResult:
+    """``prompts/get`` by the Inspector CLI, ``arguments`` as ``key=value``."""
+    args = ["--prompt-args", *arguments] if arguments else []
+    return t.GetPromptResult.model_validate(
+        await inspect(node, target, "--method", "prompts/get", "--prompt-name", name, *args)
+    )
+
+
 async def check_inspector(node: str, target: list[str], *, modern: bool = False) -> None:
     listing = t.ListPromptsResult.model_validate(await inspect(node, target, "--method", "prompts/list"))
     names = [p.name for p in listing.prompts]
     assert names[:3] == ["writing__summarize", "writing__translate", "writing__proofread"]
     assert "test_prompt_with_image" in names
-    got = t.GetPromptResult.model_validate(
-        await inspect(
-            node,
-            target,
-            "--method",
-            "prompts/get",
-            "--prompt-name",
-            "writing__translate",
-            "--prompt-args",
-            "text=hello",
-            "language=German",
-        )
-    )
+    got = await inspected_prompt(node, target, "writing__translate", "text=hello", "language=German")
     assert isinstance(got.messages[0].content, t.TextContent)
     assert "into German" in got.messages[0].content.text
     raw = await inspect(node, target, "--method", "prompts/get", "--prompt-name", "test_prompt_with_image")
@@ -312,17 +308,6 @@ async def test_inspector_cli_through_a_round_robin_balancer(node: str, tmp_path:
         names = [p.name for p in listing.prompts]
         assert {"eng__code_review", "team__standup", "faulty__ok"} <= set(names)
         assert len(names) == len(set(names))
-        got = t.GetPromptResult.model_validate(
-            await inspect(
-                node,
-                target,
-                "--method",
-                "prompts/get",
-                "--prompt-name",
-                "eng__commit_message",
-                "--prompt-args",
-                "diff=+1",
-            )
-        )
+        got = await inspected_prompt(node, target, "eng__commit_message", "diff=+1")
         assert isinstance(got.messages[0].content, t.TextContent)
         assert "+1" in got.messages[0].content.text
