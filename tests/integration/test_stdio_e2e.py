@@ -26,7 +26,8 @@ def config(tmp_path: Path) -> Path:
             sdk_upstream("comp", "completing", policy={"deny": ["internal_*"]}),
             sdk_upstream("dyn", "dynamic"),
         ],
-        gateway={"page_size": 100, "list_changed_debounce_s": 0.05},
+        # start-up waits for the three SDK upstreams however loaded the machine (the tests read them all)
+        gateway={"page_size": 100, "list_changed_debounce_s": 0.05, "startup_wait_s": 30},
         policy={"allow": ["*"], "deny": ["pag__p09*"]},
     )
 
