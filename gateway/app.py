@@ -475,7 +475,8 @@ async def serve_http(
             stopped.set()
 
     host, port = sock.getsockname()[:2]
-    log.info("http_listening", url=f"http://{host}:{port}{settings.path}", sse=settings.sse_path)
+    authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    log.info("http_listening", url=f"http://{authority}{settings.path}", sse=settings.sse_path)
     async with anyio.create_task_group() as tg:
         tg.start_soon(frontend.run_housekeeping, tg)
         tg.start_soon(run_server)

@@ -8,6 +8,7 @@ variable is an error, never an empty string: a silently empty token is how secre
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import re
 import sys
@@ -93,7 +94,15 @@ class GatewaySettings(_Section):
         return tuple(secret.encode() for secret in self.cursor_secrets)
 
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+def is_loopback(host: str) -> bool:
+    """Whether an address to bind is reachable from this machine only: ``localhost``, all of 127.0.0.0/8
+    and ``::1`` (bracketed or not)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False
 
 
 class TokenSettings(_Section):
@@ -217,7 +226,7 @@ class ServerSettings(_Section):
 
     @property
     def loopback(self) -> bool:
-        return self.host in LOOPBACK_HOSTS
+        return is_loopback(self.host)
 
 
 def _public_name(value: str) -> str:

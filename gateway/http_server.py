@@ -228,8 +228,9 @@ class Guard:
         loopback_origins += [f"{s}://{h}" for s in ("http", "https") for h in _LOOPBACK_NAMES]
         self._origins = [*loopback_origins, *settings.allowed_origins]
         hosts = list(settings.allowed_hosts)
-        if not hosts and settings.loopback:
-            hosts = [f"{h}:*" for h in _LOOPBACK_NAMES] + list(_LOOPBACK_NAMES)
+        if not hosts and settings.loopback:  # and the address bound, which may be any of 127.0.0.0/8
+            names = dict.fromkeys([*_LOOPBACK_NAMES, f"[{settings.host}]" if ":" in settings.host else settings.host])
+            hosts = [f"{h}:*" for h in names] + list(names)
         self._hosts = hosts
         self._tokens: tuple[TokenSettings, ...] = settings.tokens
         self._auth = settings.auth
