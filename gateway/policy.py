@@ -6,7 +6,7 @@ removed as a class, every character replaced by the representative of its confus
 confusables data, as shipped by ``confusable-homoglyphs``), then normalised, accents, spaces and
 controls removed, case-folded, and repeated separators collapsed. So ``docs__secret_*`` also hides
 ``docs__SECRET_x``, ``docs__ѕecret_x`` (Cyrillic s), ``docs__ꜱecret_x`` (small capital s),
-``docs__secret\u200b_x``, ``docs__secret\u3164_x`` and ``docs____secret_x``: a rule written for one
+``docs__secreт_x`` (Cyrillic te, which Unicode's data calls a small capital T), ``docs__secret\u200b_x``, ``docs__secret\u3164_x`` and ``docs____secret_x``: a rule written for one
 spelling cannot be bypassed with another. Tags are matched the same way (``allow_tags``: some tag must
 match exactly; ``deny_tags``: no tag may match, skeletons included).
 
@@ -16,13 +16,14 @@ before the rename: a rename never shows what a deny rule hid.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import hashlib
 import re
 import string
 import unicodedata
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -62,6 +63,9 @@ def _confusable_classes() -> dict[int, str]:
                 mapping[ord(ch)] = target
     for upper in string.ascii_uppercase:  # an ASCII case pair is one class too: O, o and 0 fold alike
         parent[find(upper)] = find(upper.lower())  # (not every script's pairs: they chain e to 7)
+    capitals = [*string.ascii_uppercase, *(ch for ch in list(parent) if ch.isupper())]
+    for small_capital, capital in _small_capitals(capitals):  # the data maps т to ᴛ, and ᴛ to no T
+        parent[find(small_capital)] = find(capital)
     classes: dict[str, list[str]] = {}
     for ch in list(parent):
         classes.setdefault(find(ch), []).append(ch)
@@ -71,6 +75,24 @@ def _confusable_classes() -> dict[int, str]:
         representative = min(members, key=lambda c: (not c.isascii(), ord(c)))
         mapping.update({ord(m): representative for m in members if m != representative})
     return {k: v for k, v in mapping.items() if chr(k) not in _GLOB and not _GLOB & set(v)}
+
+
+_CAPITAL = regex.compile(r"^(?P<script>[A-Z]+) CAPITAL LETTER (?P<letter>.+)$")
+_SMALL_CAPITAL_NAMES = ("{script} LETTER SMALL CAPITAL {letter}", "{script} SMALL CAPITAL LETTER {letter}",
+                        "MODIFIER LETTER SMALL CAPITAL {letter}", "{script} CAPITAL LETTER SMALL CAPITAL {letter}")  # fmt: skip
+
+
+def _small_capitals(letters: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """Each small capital (``ᴛ``, ``ꜰ``, ``ᴦ``, modifier forms too) of these letters' capitals, and that
+    capital, by their Unicode names: ``LATIN CAPITAL LETTER T`` has ``LATIN LETTER SMALL CAPITAL T``.
+    Combining small capitals are not looked for: they stay marks, and marks are dropped."""
+    for capital in letters:
+        found = _CAPITAL.match(unicodedata.name(capital, ""))
+        if found is None:
+            continue
+        for pattern in _SMALL_CAPITAL_NAMES:
+            with contextlib.suppress(KeyError):
+                yield unicodedata.lookup(pattern.format_map(found.groupdict())), capital
 
 
 @functools.cache

@@ -30,6 +30,8 @@ SECRET = Rules(allow=("*",), deny=("docs__secret_*",), separator="__")
         "docs__se\u0301cret_plan",  # combining accent
         "docs__se\u03f2ret_plan",  # Greek lunate sigma looks like c (NFKC would make it a final sigma)
         "docs__\ua731ecret_plan",  # Latin small capital s
+        "docs__secre\u0442_plan",  # Cyrillic te: the data maps it to a small capital T, not to t
+        "docs__secre\u1d1b_plan",  # that small capital T
         "docs__\u0282ecret_plan",  # s with hook
         "docs__sec\u0433et_plan",  # Cyrillic ghe looks like r
         "docs__secret\u3164_plan",  # Hangul filler (default-ignorable)
@@ -43,6 +45,12 @@ SECRET = Rules(allow=("*",), deny=("docs__secret_*",), separator="__")
 )
 def test_deny_cannot_be_bypassed_by_spelling(spelling: str) -> None:
     assert not SECRET.allows(spelling)
+
+
+@pytest.mark.parametrize("spelling", ["docs__\ua730inance", "docs__fi\u0274ance", "docs__\u1da0inance"])
+def test_small_capitals_outside_the_confusables_data_fold_to_their_letter(spelling: str) -> None:
+    """ꜰ and ɴ are in no confusables entry: found by their Unicode names (and ᶠ, a modifier f, by NFKC)."""
+    assert not Rules(deny=("docs__finance",), separator="__").allows(spelling)
 
 
 def test_unrelated_names_stay_visible() -> None:
