@@ -107,6 +107,8 @@ class SessionIds:
             sealed = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
         except (binascii.Error, ValueError):
             return None
+        if base64.urlsafe_b64encode(sealed).rstrip(b"=").decode() != encoded:
+            return None  # the last character's unused bits set: another spelling of one id, never accepted
         plaintext = self._sealer.open(sealed, header=PREFIX.encode())
         if plaintext is None:
             return None

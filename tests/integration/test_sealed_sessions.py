@@ -23,6 +23,15 @@ def config(path: Path, cluster: dict[str, Any] | None = KEYS) -> Path:
     return write_config(path, [demo_upstream("writing", "writing")], server=server, cluster=cluster)
 
 
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def another_spelling(session_id: str) -> str:
+    """The id with the unused low bit of its last base64url character set otherwise: the same bytes."""
+    assert len(session_id.partition(".")[2]) % 4 in (2, 3), "this id's last character has no unused bits"
+    return session_id[:-1] + ALPHABET[ALPHABET.index(session_id[-1]) ^ 1]
+
+
 async def call(client: httpx.AsyncClient, url: str, session_id: str, method: str, id_: int = 2) -> httpx.Response:
     message = {"jsonrpc": "2.0", "id": id_, "method": method}
     headers = {**HTTP_HEADERS, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
@@ -60,9 +69,12 @@ async def test_a_session_begun_on_one_gateway_is_served_by_another_with_the_keys
         tampered = session_id[:-4] + ("AAAA" if not session_id.endswith("AAAA") else "BBBB")
         assert (await call(http, f"{b.url}/mcp", tampered, "prompts/list")).status_code == 404
 
+        assert (await call(http, f"{a.url}/mcp", another_spelling(session_id), "prompts/list")).status_code == 404
         deleted = await http.delete(f"{b.url}/mcp", headers={**HTTP_HEADERS, "Mcp-Session-Id": session_id})
         assert deleted.status_code == 200
-        assert (await call(http, f"{b.url}/mcp", session_id, "prompts/list")).status_code == 404
+        for gateway in (a, b):  # the deleted id under another spelling of its bytes opens nowhere
+            assert (await call(http, f"{b.url}/mcp", session_id, "prompts/list")).status_code == 404
+            assert (await call(http, f"{gateway.url}/mcp", another_spelling(session_id), "prompts/list")).status_code == 404
 
 
 async def test_a_session_outlives_a_restart_of_its_gateway(tmp_path: Path) -> None:
