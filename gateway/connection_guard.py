@@ -91,7 +91,8 @@ class GuardedProtocol(asyncio.Protocol):
         self._address: str | None = None  # set once counted in
         self._parser: httptools.HttpRequestParser | None = None
         self._in_headers = True  # the connection starts waiting for a request's header block
-        self._header_bytes = 0
+        self._header_bytes = 0  # raw bytes of reads that ended inside the header block
+        self._parsed_header_bytes = 0  # the block as parsed: request target and fields, however it was read
         self._served_one = False
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
@@ -129,10 +130,10 @@ class GuardedProtocol(asyncio.Protocol):
             if self._closed:
                 return
             if was_in_headers and self._in_headers:
-                self._header_bytes += len(data)
-                if self._header_bytes > self._bounds.max_header_bytes:
-                    self._refuse_headers()
-                    return
+                self._header_bytes += len(data)  # a block still arriving: what it has sent so far
+            if max(self._header_bytes, self._parsed_header_bytes) > self._bounds.max_header_bytes:
+                self._refuse_headers()
+                return
         self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -157,14 +158,23 @@ class GuardedProtocol(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._in_headers = True
         self._header_bytes = 0
+        self._parsed_header_bytes = 0
         if self._served_one:  # the first request's clock started with the connection
             self._arm(self._bounds.header_timeout_s, self._header_timeout)
+
+    def on_url(self, url: bytes) -> None:
+        self._parsed_header_bytes += len(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._parsed_header_bytes += len(name) + len(value) + 4  # ": " and CRLF
 
     def on_headers_complete(self) -> None:
         self._in_headers = False
         self._arm(self._bounds.body_timeout_s, self._body_timeout)
 
     def on_message_complete(self) -> None:
+        if self._parsed_header_bytes > self._bounds.max_header_bytes:
+            return  # read whole in this read, refused once the read is parsed: this request was never served
         self._served_one = True
         self._cancel_timer()  # between requests, the server's keep-alive timeout applies
 

@@ -101,6 +101,24 @@ async def test_an_oversized_header_block_is_refused_when_it_passes_the_bound(tmp
         assert await served(url)
 
 
+@pytest.mark.parametrize("size", [100_000, 300_000])
+async def test_a_whole_oversized_header_block_in_one_write_is_refused(tmp_path: Path, size: int) -> None:
+    """The bound holds however the block is split into reads: one write of a complete request whose
+    Authorization header is over it used to be read in one piece and served."""
+    async with bounded_gateway(tmp_path) as (host, port, url):
+        async with await connect_from("127.0.0.2", host, port) as stream:
+            body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+            await stream.send(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Accept: application/json, text/event-stream\r\nAuthorization: Bearer " + b"a" * size + b"\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
+            answer = await read_until_closed(stream)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        assert b"exceeds 65536 bytes" in answer
+        assert await served(url)
+
+
 async def test_one_address_cannot_take_every_connection(tmp_path: Path) -> None:
     bounds = {"max_connections_per_client": 20, "max_connections": 45, "header_timeout_s": 60}
     async with bounded_gateway(tmp_path, **bounds) as (host, port, url), AsyncExitStack() as stack:
