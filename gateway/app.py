@@ -29,7 +29,8 @@ from gateway.cursor import CursorCodec
 from gateway.debounce import ListChangedDebouncer
 from gateway.errors import ConfigError, GatewayError
 from gateway.frontend import ClientSession, Hub, PromptService
-from gateway.http_server import Ask, Caller, HttpFrontend, Push
+from gateway.http_server import Ask, HttpFrontend, Push
+from gateway.identity import LOCAL, Identity
 from gateway.metrics import Metrics
 from gateway.policy import Rules, Viewer
 from gateway.progress import ProgressRelay
@@ -102,11 +103,15 @@ class Gateway:
     def current_catalog(self) -> Catalog:
         return self.catalog
 
-    def viewer_for(self, principal: str | None) -> Viewer | None:
+    def viewer_for(self, identity: Identity | None) -> Viewer | None:
         """A static token's policy, or the views an access token's claims match (None: the global policy alone)."""
-        if isinstance(principal, Caller) and principal.claims is not None:
-            return self._claim_views.viewer_for(principal.claims)
-        return self._viewers.get(principal) if principal is not None else None
+        if identity is None:
+            return None
+        if identity.kind == "oauth":
+            return self._claim_views.viewer_for(identity.claims or {})
+        if identity.kind == "token":
+            return self._viewers.get(identity.name)
+        return None
 
     @staticmethod
     def _token_rules(config: Config) -> dict[str, Rules]:
@@ -284,7 +289,7 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
     def list_changed() -> None:
         due.set()
 
-    session = ClientSession(gateway.service, on_list_changed=list_changed, who="stdio")
+    session = ClientSession(gateway.service, on_list_changed=list_changed, who=LOCAL)
     peer: RpcPeer | None = None
 
     async def ask_client(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -363,7 +368,7 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
         if gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
             push(tools_changed, "tools_list_changed")
 
-    def new_session(principal: str | None, session_id: str, push: Push, ask: Ask) -> ClientSession:
+    def new_session(principal: Identity | None, session_id: str, push: Push, ask: Ask) -> ClientSession:
         session = ClientSession(
             gateway.service,
             on_list_changed=lambda: announce(push),
@@ -376,7 +381,7 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
         gateway.hub.add(session)
         return session
 
-    async def stateless(request: Request, notify: Notify, principal: str | None) -> dict[str, Any]:
+    async def stateless(request: Request, notify: Notify, principal: Identity | None) -> dict[str, Any]:
         return await gateway.service.modern(request, notify, viewer=gateway.viewer_for(principal), who=principal)
 
     cluster_settings = gateway.config.cluster
@@ -391,7 +396,7 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
         stateless=stateless,
         max_message_bytes=gateway.config.gateway.max_message_bytes,
         max_in_flight=gateway.config.gateway.max_requests_per_session,
-        on_refused=lambda status, reason: gateway.audit.refused(status, reason),
+        on_refused=gateway.audit.refused,
         session_ids=SessionIds(
             [key.encode() for key in cluster_settings.session_keys], ttl_s=cluster_settings.session_ttl_s
         ),

@@ -1,6 +1,6 @@
 """The audit trail: one ``audit`` event per ``prompts/get``, ``completion/complete`` and refused request,
-saying who (a token's name or an access token's subject), what (method, prompt, upstream), the outcome
-and how long it took.
+saying who (typed: a static token by name, an access token by issuer and subject), what (method,
+prompt, upstream), the outcome and how long it took.
 
 Arguments are named, never valued, unless the operator turns values on (``[server.audit]
 argument_values``): a prompt's arguments are where people paste what they are working on. Events go to
@@ -14,11 +14,15 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
 from gateway.config import AuditSettings
+from gateway.identity import Identity
+
+if TYPE_CHECKING:
+    from gateway.http_server import RefusedRequest
 
 log = structlog.get_logger("gateway.audit")
 
@@ -44,10 +48,31 @@ def arguments_of(method: str, params: Mapping[str, Any] | None) -> dict[str, Any
     return {str(k)[:256]: v for k, v in list(found.items())[:MAX_ARGUMENTS]}
 
 
-def prompt_of(method: str, params: Mapping[str, Any] | None) -> str | None:
-    params = params or {}
-    name = params.get("name") if method == "prompts/get" else (params.get("ref") or {}).get("name")
+def prompt_of(method: str, params: Any) -> str | None:
+    """The prompt a request names (a get's ``name``, a completion's ``ref.name``), whatever shape its
+    params have: this reads what a client sent, valid or not (a refused request's body included)."""
+    if not isinstance(params, Mapping):
+        return None
+    if method == "prompts/get":
+        name = params.get("name")
+    else:
+        ref = params.get("ref")
+        name = ref.get("name") if isinstance(ref, Mapping) else None
     return name[:512] if isinstance(name, str) else None
+
+
+def asked_in(body: bytes | None) -> tuple[str | None, str | None]:
+    """The method and prompt a request body names (the first of a batch), or Nones for anything else."""
+    try:
+        message = json.loads(body) if body else None
+    except (ValueError, RecursionError):
+        return None, None
+    if isinstance(message, list) and message:
+        message = message[0]
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return None, None
+    method: str = message["method"][:128]
+    return method, prompt_of(method, message.get("params")) if method in AUDITED else None
 
 
 class AuditTrail:
@@ -67,12 +92,13 @@ class AuditTrail:
 
     @contextmanager
     def request(
-        self, who: str | None, method: str, params: Mapping[str, Any] | None, upstream: str | None
+        self, who: Identity | None, method: str, params: Mapping[str, Any] | None, upstream: str | None
     ) -> Iterator[None]:
-        """Around a request: its event once it has an outcome (an error's code, or ``ok``)."""
+        """Around a request: its event once it has an outcome (an error's code, or ``ok``). ``params``
+        have been validated (a request whose params are invalid is recorded by :meth:`invalid`)."""
         arguments = arguments_of(method, params)
         event: dict[str, Any] = {
-            "who": who,
+            "who": who.described() if who is not None else None,
             "method": method,
             "prompt": prompt_of(method, params),
             "upstream": upstream,
@@ -94,8 +120,30 @@ class AuditTrail:
             event["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
             self.record(**event)
 
-    def refused(self, status: int, reason: str, *, who: str | None = None) -> None:
-        self.record(who=who, outcome="refused", status=status, reason=reason[:300])
+    def invalid(self, who: Identity | None, method: str, params: Any, message: str) -> None:
+        """A request refused for its params (-32602) before anything read them."""
+        self.record(
+            who=who.described() if who is not None else None,
+            method=method,
+            prompt=prompt_of(method, params),
+            outcome="error",
+            code=-32602,
+            reason=message[:300],
+        )
+
+    def refused(self, refusal: RefusedRequest) -> None:
+        """A request refused at the door (HTTP status), with who and what as far as they are known."""
+        method, prompt = refusal.method, refusal.name
+        if method is None:
+            method, prompt = asked_in(refusal.body)
+        self.record(
+            who=refusal.identity.described() if refusal.identity is not None else None,
+            method=method[:128] if method is not None else None,
+            prompt=prompt[:512] if prompt is not None and method in AUDITED else None,
+            outcome="refused",
+            status=refusal.status,
+            reason=refusal.reason[:300],
+        )
 
     def close(self) -> None:
         if self._file is not None:

@@ -30,10 +30,12 @@ from gateway.audit import AUDITED, AuditTrail, prompt_of
 from gateway.catalog import Catalog
 from gateway.client_requests import Ask, asking
 from gateway.errors import GatewayError, InvalidParams, InvalidRequest, MethodNotFound
+from gateway.identity import Identity
 from gateway.metrics import Metrics
 from gateway.policy import Viewer
 from gateway.protocol.eras import for_client
 from gateway.protocol.jsonrpc import Notification, Request
+from gateway.protocol.models import CompleteParams, GetPromptParams, parse_params
 from gateway.protocol.modern import (
     SUBSCRIPTION_ID_KEY,
     carries_envelope,
@@ -48,6 +50,10 @@ from gateway.session_ids import Negotiated, SealedState
 SessionState = Literal["new", "initializing", "ready", "closed"]
 SERVER_INFO = {"name": "mcp-prompt-gateway", "title": "MCP Prompt Gateway", "version": __version__}
 
+_AUDITED_PARAMS: dict[str, type[GetPromptParams | CompleteParams]] = {
+    "prompts/get": GetPromptParams,
+    "completion/complete": CompleteParams,
+}
 _TOOLS = frozenset({"tools/list", "tools/call"})  # served only with [server] prompts_as_tools
 _SERVED = frozenset({"prompts/list", "prompts/get", "completion/complete"}) | _TOOLS
 _ALLOWED: dict[SessionState, frozenset[str]] = {
@@ -176,7 +182,7 @@ class PromptService:
         return capabilities
 
     async def modern(
-        self, request: Request, notify: Notify, *, viewer: Viewer | None, who: str | None = None
+        self, request: Request, notify: Notify, *, viewer: Viewer | None, who: Identity | None = None
     ) -> dict[str, Any]:
         """A stateless (2026-07-28) request: its envelope says everything, no session is consulted."""
         envelope = read_envelope(request.params)
@@ -210,13 +216,18 @@ class PromptService:
         completions: bool,
         modern: bool,
         ask: Ask | None = None,
-        who: str | None = None,
+        who: Identity | None = None,
     ) -> dict[str, Any]:
         """The result of a method both eras share, in the newest shape (``for_client`` adapts it)."""
         await self.warm_up()
         catalog = self._catalog()
         audited: AbstractContextManager[None] = nullcontext()
         if self._audit is not None and method in AUDITED:
+            try:  # the audit reads the params before the catalog would: they are valid first
+                parse_params(_AUDITED_PARAMS[method], params)
+            except InvalidParams as exc:
+                self._audit.invalid(who, method, params, exc.message)
+                raise
             audited = self._audit.request(who, method, params, catalog.upstream_of(prompt_of(method, params)))
         with audited:
             if method == "server/discover":
@@ -256,7 +267,7 @@ class PromptService:
         notify: Notify,
         modern: bool,
         ask: Ask | None,
-        who: str | None,
+        who: Identity | None,
     ) -> dict[str, Any]:
         """A tool call, served by the prompt methods themselves (so policy, views and the audit apply
         as they do there); what goes wrong with the call is a tool error the model can read."""
@@ -325,7 +336,7 @@ class ClientSession:
         viewer: Viewer | None = None,
         session_id: str | None = None,
         on_close: Callable[[], None] | None = None,
-        who: str | None = None,
+        who: Identity | None = None,
     ) -> None:
         self._service = service
         self._who = who

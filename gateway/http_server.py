@@ -18,7 +18,7 @@ import hmac
 import json
 import secrets
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from gateway.access_tokens import AccessTokenValidator
 from gateway.errors import ClientError, GatewayError
 from gateway.fair_share import FairShare, default_share
+from gateway.identity import Identity, key_of
 from gateway.protected_resource import challenge, metadata_document, metadata_paths
 from gateway.protocol.jsonrpc import (
     Batch,
@@ -102,7 +103,7 @@ Ask = Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]]]
 """Send the session's client a request and wait for its result (raises RemoteError with its error,
 PeerClosed when the client cannot be reached, RequestTimeout when it does not answer in time)."""
 
-EndpointFactory = Callable[[str | None, str, Push, Ask], Endpoint]
+EndpointFactory = Callable[[Identity | None, str, Push, Ask], Endpoint]
 """``factory(principal, session_id, push, ask)`` makes the endpoint for a new session."""
 
 STREAM_WAIT_S = 5.0
@@ -111,14 +112,27 @@ STREAM_WAIT_S = 5.0
 ASK_TIMEOUT_S = 600.0
 """How long a request to a client (an elicitation a person answers) may wait for the answer."""
 
-Stateless = Callable[[Request, Notify, str | None], Awaitable[dict[str, Any]]]
+Stateless = Callable[[Request, Notify, Identity | None], Awaitable[dict[str, Any]]]
 """``handler(request, notify, principal)`` answers one 2026-07-28 request, no session involved."""
+
+
+@dataclass(frozen=True)
+class RefusedRequest:
+    """A request refused before it was served, as the audit is told of it: the refusal, who (when the
+    credentials said so before something else refused them), and what it asked, as far as it says."""
+
+    status: int
+    reason: str
+    identity: Identity | None
+    method: str | None  # its Mcp-Method header (2026-07-28)
+    name: str | None  # its Mcp-Name header
+    body: bytes | None  # else its body, when one was read within the bound
 
 
 @dataclass
 class HttpSession:
     id: str
-    principal: str | None
+    principal: Identity | None
     endpoint: Endpoint
     inbound: InboundRequests
     events: EventLog
@@ -207,19 +221,6 @@ def _matches(value: str, patterns: Sequence[str], *, with_scheme: bool) -> bool:
     return False
 
 
-class Caller(str):
-    """Who a request comes from: a static token's name, or an access token's subject. A ``str`` (that
-    name), so every share and session keyed by who keeps working; ``claims`` (None for a static token)
-    ride along for the views made from them."""
-
-    claims: Mapping[str, Any] | None
-
-    def __new__(cls, name: str, claims: Mapping[str, Any] | None = None) -> Caller:
-        caller = super().__new__(cls, name)
-        caller.claims = claims
-        return caller
-
-
 class Guard:
     """DNS-rebinding protection and authentication, applied to every request before anything else."""
 
@@ -244,8 +245,8 @@ class Guard:
         self._host_allowed = lru_cache(maxsize=256)(partial(_matches, patterns=hosts, with_scheme=False))
         self._origin_allowed = lru_cache(maxsize=256)(partial(_matches, patterns=self._origins, with_scheme=True))
 
-    async def check(self, request: HttpRequest) -> tuple[Caller | None, Response | None]:
-        """(caller, None) when the request may proceed, else (None, the refusal)."""
+    async def check(self, request: HttpRequest) -> tuple[Identity | None, Response | None]:
+        """(identity, None) when the request may proceed, else (the identity if one is known, the refusal)."""
         host = _headers(request).get("host", "")
         if self._hosts and not self._host_allowed(host):
             return None, _plain(421, f"Invalid Host header: {host!r}")
@@ -263,12 +264,12 @@ class Guard:
             if hmac.compare_digest(candidate.encode(), token.token.encode()):
                 name = token.name
         if name is not None:
-            return Caller(name), None
+            return Identity.token(name), None
         if self._validator is None:
             return None, self._unauthorized("Unauthorized: invalid token", "invalid_token")
         return await self._check_access_token(candidate)
 
-    async def _check_access_token(self, token: str) -> tuple[Caller | None, Response | None]:
+    async def _check_access_token(self, token: str) -> tuple[Identity | None, Response | None]:
         from gateway.access_tokens import IssuerUnavailable, TokenRejected
 
         assert self._validator is not None  # noqa: S101 - only with [server.auth]
@@ -282,13 +283,13 @@ class Guard:
             log.warning("issuer_unavailable", error=str(exc))
             unreachable = "Service Unavailable: the token's issuer cannot be reached"
             return None, _plain(503, unreachable, **{"Retry-After": "5"})
+        identity = Identity.access_token(access.issuer, access.subject, access.claims)
         missing = [scope for scope in self._auth.scopes_required if scope not in access.scopes]
-        if missing:
+        if missing:  # known but refused: the identity goes with the refusal, to the audit
             reason = f"the token lacks the scope {' '.join(missing)}"
             header = challenge(self._auth, error="insufficient_scope", description=reason)
-            return None, _plain(403, f"Forbidden: {reason}", **{"WWW-Authenticate": header})
-        name = access.subject if len(self._auth.issuers) == 1 else f"{access.issuer} {access.subject}"
-        return Caller(name, access.claims), None
+            return identity, _plain(403, f"Forbidden: {reason}", **{"WWW-Authenticate": header})
+        return identity, None
 
     def _unauthorized(self, message: str, error: str | None, description: str | None = None) -> Response:
         if self._auth is not None:
@@ -363,7 +364,7 @@ class HttpFrontend:
         stateless: Stateless,
         max_message_bytes: int,
         max_in_flight: int = 64,
-        on_refused: Callable[[int, str], None] | None = None,
+        on_refused: Callable[[RefusedRequest], None] | None = None,
         session_ids: SessionIds | None = None,
         cluster: NoCluster | RedisCluster | None = None,
     ) -> None:
@@ -459,18 +460,34 @@ class HttpFrontend:
             session.endpoint.close()
             log.info("session_ended", session=session.id[:8], reason=reason)
 
-    def _refused(self, refusal: Response) -> Response:
-        """A request refused before it was read (Host, Origin, credentials): audited, then answered."""
+    async def _refused(self, request: HttpRequest, refusal: Response, identity: Identity | None) -> Response:
+        """A request refused before it was served (Host, Origin, credentials, scope): audited with who it
+        came from where that is known, and what it asked (its ``Mcp-Method``/``Mcp-Name`` headers, or
+        its body, read within the message bound), then answered."""
         if self._on_refused is not None:
             try:
                 reason = str(json.loads(bytes(refusal.body))["error"]["message"])
             except (ValueError, KeyError, TypeError):
                 reason = "refused"
-            self._on_refused(refusal.status_code, reason)
+            headers = _headers(request)
+            body = None
+            if request.method == "POST" and "mcp-method" not in headers:
+                with suppress(ClientDisconnect):
+                    body = await _read_body(request, self._max_message_bytes)
+            self._on_refused(
+                RefusedRequest(
+                    status=refusal.status_code,
+                    reason=reason,
+                    identity=identity,
+                    method=headers.get("mcp-method"),
+                    name=headers.get("mcp-name"),
+                    body=body,
+                )
+            )
         return refusal
 
     def _new_session(
-        self, principal: str | None, *, legacy: bool, session_id: str | None = None
+        self, principal: Identity | None, *, legacy: bool, session_id: str | None = None
     ) -> HttpSession | Response:
         if self._session_share.refusal(principal) is not None:
             self.expire_idle()
@@ -499,7 +516,7 @@ class HttpFrontend:
         self.sessions[session_id] = session
         return session
 
-    def _make_room(self, principal: str | None) -> None:
+    def _make_room(self, principal: Identity | None) -> None:
         """End the least recently used session without an open stream: this identity's own when it is at
         its share, else the largest holder's. A session nobody has used for longest goes first, and one
         identity's sessions never push out another's below the share."""
@@ -511,7 +528,7 @@ class HttpFrontend:
             self._end(min(idle, key=lambda s: s.last_seen), "evicted to make room (least recently used)")
 
     async def _lookup(
-        self, request: HttpRequest, principal: str | None, session_id: str | None
+        self, request: HttpRequest, principal: Identity | None, session_id: str | None
     ) -> HttpSession | Response:
         if not session_id:
             return _plain(400, "Bad Request: Mcp-Session-Id header is required")
@@ -526,14 +543,14 @@ class HttpFrontend:
         session.last_seen = time.monotonic()
         return session
 
-    async def _resume(self, session_id: str, principal: str | None) -> HttpSession | Response | None:
+    async def _resume(self, session_id: str, principal: Identity | None) -> HttpSession | Response | None:
         """The session a sealed id describes, made here (it began on another replica, or before a restart);
         None when the id does not open, belongs to someone else, or its client ended it."""
         now = time.time()
         if session_id in self._deleted:
             return None
         state = self._ids.open(session_id, now=now)
-        if state is None or state.principal != principal:
+        if state is None or state.principal != key_of(principal):
             return None
         if await self._cluster.is_deleted(session_id):
             return None
@@ -544,7 +561,7 @@ class HttpFrontend:
             return session
         session.endpoint.resume(state)
         session.expires = state.expires
-        log.info("session_resumed", session=session_id[:8], principal=principal, created=state.created)
+        log.info("session_resumed", session=session_id[:8], principal=key_of(principal), created=state.created)
         return session
 
     def _local(self, key: str) -> HttpSession | None:
@@ -563,9 +580,9 @@ class HttpFrontend:
             session.inbound.cancel({"requestId": request_id})
 
     def _posted_elsewhere(self, key: str, principal: str | None, body: bytes) -> bool:
-        """A legacy POST another replica received for a stream held here."""
+        """A legacy POST another replica received for a stream held here (``principal``: its identity's key)."""
         session = self._local(key)
-        if session is None or not session.legacy or session.principal != principal or self._task_group is None:
+        if session is None or not session.legacy or key_of(session.principal) != principal or self._task_group is None:
             return False
         try:
             message = decode(body)
@@ -611,7 +628,7 @@ class HttpFrontend:
     async def _mcp(self, request: HttpRequest) -> Response:
         principal, refusal = await self._guard.check(request)
         if refusal is not None:
-            return self._refused(refusal)
+            return await self._refused(request, refusal, principal)
         if request.method == "POST":
             return await self._post(request, principal)
         version = _headers(request).get("mcp-protocol-version")
@@ -629,7 +646,7 @@ class HttpFrontend:
             return Response(status_code=200)
         return await self._get(request, session)
 
-    async def _post(self, request: HttpRequest, principal: str | None) -> Response:
+    async def _post(self, request: HttpRequest, principal: Identity | None) -> Response:
         if not _accepts(request, "application/json"):
             return _plain(406, "Not Acceptable: the client must accept application/json")
         content_type = _headers(request).get("content-type", "").split(";")[0].strip().lower()
@@ -674,7 +691,7 @@ class HttpFrontend:
         except ClientError as exc:
             return JSONResponse(_error_body(exc, request_id_of(exc)), status_code=400)
 
-    async def _initialize(self, message: Request, principal: str | None) -> Response:
+    async def _initialize(self, message: Request, principal: Identity | None) -> Response:
         session = self._new_session(principal, legacy=False)
         if isinstance(session, Response):
             return session
@@ -688,14 +705,14 @@ class HttpFrontend:
         now = time.time()
         sealed = self._ids.issue(
             protocol_version=negotiated.protocol_version,
-            principal=principal,
+            principal=key_of(principal),
             capabilities=negotiated.capabilities,
             client_name=negotiated.client_name,
             now=now,
         )
         session.id, session.expires = sealed, now + self._ids.ttl_s
         self.sessions[sealed] = session
-        log.info("session_started", session=session.id[:8], principal=principal)
+        log.info("session_started", session=session.id[:8], principal=key_of(principal))
         return Response(dumps(answers[0]), media_type="application/json", headers={"Mcp-Session-Id": session.id})
 
     async def _serve_one(self, session: HttpSession, request: Request, notify: Notify) -> dict[str, Any]:
@@ -743,7 +760,7 @@ class HttpFrontend:
 
     # ---- Streamable HTTP, 2026-07-28: one request per POST, no session --------------------------
 
-    async def _serve_stateless(self, http: HttpRequest, request: Request, principal: str | None) -> Response:
+    async def _serve_stateless(self, http: HttpRequest, request: Request, principal: Identity | None) -> Response:
         try:
             envelope = read_envelope(request.params)
             check_headers(_headers(http), request.method, request.params, envelope.version)
@@ -775,7 +792,7 @@ class HttpFrontend:
         finally:
             self._request_share.release(principal)
 
-    async def _counted(self, body: AsyncGenerator[bytes], principal: str | None) -> AsyncGenerator[bytes]:
+    async def _counted(self, body: AsyncGenerator[bytes], principal: Identity | None) -> AsyncGenerator[bytes]:
         """A stateless stream counts towards its bound while it is being read (not before: one never
         read is never started)."""
         self._stream_share.acquire(principal)
@@ -786,7 +803,7 @@ class HttpFrontend:
             self._stream_share.release(principal)
             await body.aclose()  # its request is cancelled now, not when the generator is collected
 
-    async def _stateless_answer(self, request: Request, notify: Notify, principal: str | None) -> dict[str, Any]:
+    async def _stateless_answer(self, request: Request, notify: Notify, principal: Identity | None) -> dict[str, Any]:
         tokens = structlog.contextvars.bind_contextvars(request_id=request.id, method=request.method)
         try:
             return to_wire(await answer(request, self._stateless(request, notify, principal), log))
@@ -880,12 +897,12 @@ class HttpFrontend:
     async def _legacy_stream(self, request: HttpRequest) -> Response:
         principal, refusal = await self._guard.check(request)
         if refusal is not None:
-            return self._refused(refusal)
+            return await self._refused(request, refusal, principal)
         session = self._new_session(principal, legacy=True)
         if isinstance(session, Response):
             return session
         endpoint_url = f"{self.settings.messages_path}?session_id={session.id}"
-        log.info("session_started", session=session.id[:8], principal=principal, transport="sse")
+        log.info("session_started", session=session.id[:8], principal=key_of(principal), transport="sse")
         await self._cluster.hold_stream(session.id)
 
         def closed() -> None:
@@ -902,7 +919,7 @@ class HttpFrontend:
     async def _legacy_message(self, request: HttpRequest) -> Response:
         principal, refusal = await self._guard.check(request)
         if refusal is not None:
-            return self._refused(refusal)
+            return await self._refused(request, refusal, principal)
         session_id = request.query_params.get("session_id")
         session = await self._lookup(request, principal, session_id)
         if isinstance(session, Response):
@@ -925,7 +942,7 @@ class HttpFrontend:
             self._task_group.start_soon(self._cluster.release_stream, session.id)
 
     async def _forward_legacy(
-        self, request: HttpRequest, principal: str | None, session_id: str, not_found: Response
+        self, request: HttpRequest, principal: Identity | None, session_id: str, not_found: Response
     ) -> Response:
         """A legacy POST for a stream held by another replica: passed on to it (with Redis), else 404."""
         if isinstance(self._cluster, NoCluster):
@@ -933,7 +950,7 @@ class HttpFrontend:
         body = await _read_body(request, self._max_message_bytes)
         if body is None:
             return _plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes")
-        if await self._cluster.forward_legacy(session_id, principal, body):
+        if await self._cluster.forward_legacy(session_id, key_of(principal), body):
             return Response(status_code=202)
         return not_found
 

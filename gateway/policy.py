@@ -6,7 +6,8 @@ removed as a class, every character replaced by the representative of its confus
 confusables data, as shipped by ``confusable-homoglyphs``), then normalised, accents, spaces and
 controls removed, case-folded, and repeated separators collapsed. So ``docs__secret_*`` also hides
 ``docs__SECRET_x``, ``docs__ѕecret_x`` (Cyrillic s), ``docs__ꜱecret_x`` (small capital s),
-``docs__secreт_x`` (Cyrillic te, which Unicode's data calls a small capital T), ``docs__secret\u200b_x``, ``docs__secret\u3164_x`` and ``docs____secret_x``: a rule written for one
+``docs__secreт_x`` (Cyrillic te, which Unicode's data calls a small capital T),
+``docs__secret\u200b_x``, ``docs__secret\u3164_x`` and ``docs____secret_x``: a rule written for one
 spelling cannot be bypassed with another. Tags are matched the same way (``allow_tags``: some tag must
 match exactly; ``deny_tags``: no tag may match, skeletons included).
 
@@ -78,8 +79,12 @@ def _confusable_classes() -> dict[int, str]:
 
 
 _CAPITAL = regex.compile(r"^(?P<script>[A-Z]+) CAPITAL LETTER (?P<letter>.+)$")
-_SMALL_CAPITAL_NAMES = ("{script} LETTER SMALL CAPITAL {letter}", "{script} SMALL CAPITAL LETTER {letter}",
-                        "MODIFIER LETTER SMALL CAPITAL {letter}", "{script} CAPITAL LETTER SMALL CAPITAL {letter}")  # fmt: skip
+_SMALL_CAPITAL_NAMES = (
+    "{script} LETTER SMALL CAPITAL {letter}",
+    "{script} SMALL CAPITAL LETTER {letter}",
+    "MODIFIER LETTER SMALL CAPITAL {letter}",
+    "{script} CAPITAL LETTER SMALL CAPITAL {letter}",
+)
 
 
 def _small_capitals(letters: Iterable[str]) -> Iterator[tuple[str, str]]:

@@ -1,21 +1,29 @@
-"""Hostile input at both front ends. Every request gets one well-formed answer, the gateway stays up,
-and another client's session is unaffected."""
+"""Hostile input at both front ends. Every request gets one well-formed answer, never an internal error,
+the gateway stays up, and another client's session is unaffected. Every method the gateway answers is
+fuzzed, with what reads requests before they are served turned on: the audit, a view, prompts as tools."""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import httpx
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from gateway.audit import AuditTrail
 from gateway.catalog import Catalog, Mount
-from gateway.config import ServerSettings
+from gateway.config import AuditSettings, ServerSettings
 from gateway.cursor import CursorCodec
-from gateway.frontend import ClientSession, Hub, PromptService
+from gateway.frontend import KNOWN_METHODS, ClientSession, Hub, Listener, PromptService, Subscription
 from gateway.http_server import Ask, HttpFrontend, Push
+from gateway.identity import Identity
+from gateway.policy import Rules
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.modern import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 from gateway.rpc import Notify, RpcPeer
@@ -23,18 +31,16 @@ from gateway.testing import FakePromptSource, memory_frame_pair
 
 MODERN_ENVELOPE = {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}}
 METHODS = [
-    "initialize",
-    "ping",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "tools/list",
-    "server/discover",
+    *sorted(KNOWN_METHODS),  # every method the gateway answers
+    "logging/setLevel",
+    "resources/list",
     "notifications/initialized",
     "notifications/cancelled",
+    "notifications/roots/list_changed",
     "",
     "x" * 300,
 ]
+PROMPT_NAMES = ["a__p00001", "a__nope", "A__P00001", "a__p\ud800", "a__p\u0663", "get_prompt", "list_prompts"]
 # Hostile text: lone surrogates (written as \\udXXX escapes by json.dumps), non-ASCII digits, and
 # non-finite numbers (written as NaN / Infinity, which Python's decoder accepts).
 lone_surrogates = st.characters(categories=["Cs"])
@@ -60,8 +66,13 @@ ids = (
 params = json_values | st.fixed_dictionaries(
     {},
     optional={
-        "name": json_values | st.sampled_from(["a__p00001", "a__nope", "A__P00001", "a__p\ud800", "a__p\u0663"]),
-        "arguments": json_values | st.dictionaries(hostile_text, json_values, max_size=3),
+        "name": json_values | st.sampled_from(PROMPT_NAMES),
+        "arguments": json_values
+        | st.dictionaries(hostile_text, json_values, max_size=3)
+        | st.fixed_dictionaries(
+            {}, optional={"name": json_values | st.sampled_from(PROMPT_NAMES), "arguments": json_values}
+        ),
+        "notifications": json_values | st.just({"promptsListChanged": True, "toolsListChanged": True}),
         "cursor": json_values,
         "ref": json_values | st.just({"type": "ref/prompt", "name": "a__p00001"}),
         "argument": json_values,
@@ -83,8 +94,12 @@ messages = st.fixed_dictionaries(
         "error": json_values,
     },
 )
+requests = st.fixed_dictionaries(  # well-formed but for their params: these reach every method's own code
+    {"jsonrpc": st.just("2.0"), "id": st.integers(0, 2**31), "method": st.sampled_from(METHODS), "params": params}
+)
 frames = (
-    messages.map(lambda m: json.dumps(m).encode())
+    requests.map(lambda m: json.dumps(m).encode())
+    | messages.map(lambda m: json.dumps(m).encode())
     | st.lists(messages, min_size=1, max_size=4).map(lambda ms: json.dumps(ms).encode())
     | json_values.map(lambda v: json.dumps(v).encode())
     | st.binary(max_size=64).filter(lambda b: b"\n" not in b)
@@ -100,8 +115,41 @@ def catalog() -> Catalog:
     )
 
 
+class ListenersEndAtOnce(Hub):
+    """Every ``subscriptions/listen`` is ended by the server as soon as it begins (as at shutdown), so
+    that it answers: a listen otherwise streams for as long as its client stays."""
+
+    def add(self, listener: Listener) -> None:
+        super().add(listener)
+        if isinstance(listener, Subscription):
+            listener.close()
+
+
+VIEWER = Rules(deny=("a__p0000[2-5]",), separator="__")
+WHO = Identity.token("fuzz")
+
+
+@functools.cache
+def audit() -> AuditTrail:
+    """One trail for the module's examples, its events written as a file trail writes them."""
+    return AuditTrail(AuditSettings(file=os.devnull))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _audit_closed() -> Iterator[None]:
+    yield
+    if audit.cache_info().currsize:
+        audit().close()
+
+
 def service() -> PromptService:
-    return PromptService(catalog, completions=lambda: True, hub=Hub())
+    return PromptService(
+        catalog,
+        completions=lambda: True,
+        hub=ListenersEndAtOnce(),
+        audit=audit(),
+        prompts_as_tools=True,
+    )
 
 
 def well_formed(answer: Any) -> bool:
@@ -110,7 +158,13 @@ def well_formed(answer: Any) -> bool:
     if "result" in answer:
         return isinstance(answer["result"], dict) and "error" not in answer
     error = answer.get("error")
-    return isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str)
+    if (
+        not isinstance(error, dict)
+        or not isinstance(error.get("code"), int)
+        or not isinstance(error.get("message"), str)
+    ):
+        return False
+    return error["code"] != -32603  # nothing behind the gateway fails here: an internal error is a defect
 
 
 def encodable(text: str) -> bool:
@@ -151,12 +205,21 @@ def identifiable_request_ids(frame: bytes) -> set[Any]:
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz"}}
 
 
+NON_OBJECT_REF = [  # a completion whose ref is no object was an internal error: the audit read it first
+    json.dumps({"jsonrpc": "2.0", "id": 7, "method": "completion/complete", "params": {"ref": ref, "argument": {}}})
+    for ref in ("x", 1, [], True, "\u0000")
+]
+
+
 @FUZZ
 @given(frames)
+@example(NON_OBJECT_REF[0].encode())
+@example(NON_OBJECT_REF[1].encode())
+@example(NON_OBJECT_REF[4].encode())
 def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: bytes) -> None:
     async def run() -> None:
         ours, theirs = memory_frame_pair()
-        session = ClientSession(service(), on_list_changed=lambda: None)
+        session = ClientSession(service(), on_list_changed=lambda: None, viewer=VIEWER, who=WHO)
         peer = RpcPeer(
             ours, on_request=session.handle_request, on_notification=session.handle_notification, answer_malformed=True
         )
@@ -174,7 +237,7 @@ def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: byte
                 while "alive-probe" not in seen or not expected <= seen:
                     received = strict_json(await theirs.receive())
                     for answer in received if isinstance(received, list) else [received]:
-                        if answer.get("method") == "notifications/prompts/list_changed":
+                        if "method" in answer and "id" not in answer:  # list_changed, a listen's acknowledgement
                             continue
                         assert well_formed(answer), answer
                         seen.add(answer["id"])
@@ -190,16 +253,26 @@ def http_app() -> tuple[Any, list[ClientSession]]:
 
     shared = service()
 
-    def factory(principal: str | None, session_id: str, push: Push, ask: Ask) -> ClientSession:
-        session = ClientSession(shared, on_list_changed=lambda: None)
+    def factory(principal: Identity | None, session_id: str, push: Push, ask: Ask) -> ClientSession:
+        session = ClientSession(shared, on_list_changed=lambda: None, viewer=VIEWER, who=WHO)
         sessions.append(session)
         return session
 
-    async def stateless(request: Request, notify: Notify, principal: str | None) -> dict[str, Any]:
-        return await shared.modern(request, notify, viewer=None)
+    async def stateless(request: Request, notify: Notify, principal: Identity | None) -> dict[str, Any]:
+        return await shared.modern(request, notify, viewer=VIEWER, who=WHO)
 
     frontend = HttpFrontend(ServerSettings(transport="http"), factory, stateless=stateless, max_message_bytes=64 * 1024)
     return frontend.app(), sessions
+
+
+def answers_in(response: httpx.Response) -> list[Any]:
+    """The JSON-RPC messages of a response: its JSON body, or each event of an event stream."""
+    if not response.content:
+        return []
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        lines = response.content.decode().splitlines()
+        return [strict_json(line[5:].encode()) for line in lines if line.startswith("data:") and line[5:].strip()]
+    return [strict_json(response.content)]
 
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", "Host": "127.0.0.1:1"}
@@ -207,6 +280,8 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 
 @FUZZ
 @given(st.lists(frames, min_size=1, max_size=3))
+@example([frame.encode() for frame in NON_OBJECT_REF])
+@example([json.dumps(json.loads(NON_OBJECT_REF[0]) | {"params": {"ref": "x", "_meta": MODERN_ENVELOPE}}).encode()])
 def test_http_front_end_answers_everything_and_other_sessions_are_unaffected(bodies: list[bytes]) -> None:
     async def run() -> None:
         app, _ = http_app()
@@ -218,14 +293,15 @@ def test_http_front_end_answers_everything_and_other_sessions_are_unaffected(bod
             for body in bodies:
                 response = await http.post("/mcp", content=body, headers={**HEADERS, "Mcp-Session-Id": victim})
                 assert response.status_code in (200, 202, 400, 404, 413), response.status_code
-                if response.content:
-                    answer = strict_json(response.content)
+                for answer in answers_in(response):
                     for item in answer if isinstance(answer, list) else [answer]:
+                        if "method" in item and "id" not in item:  # a notification on an event stream
+                            continue
                         assert well_formed(item), item
             listing = {"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}
             for session_id in (victim, bystander):
                 answer = await http.post("/mcp", json=listing, headers={**HEADERS, "Mcp-Session-Id": session_id})
                 assert answer.status_code == 200
-                assert len(answer.json()["result"]["prompts"]) == 10
+                assert len(answer.json()["result"]["prompts"]) == 6  # the first 10, less the 4 the view denies
 
     anyio.run(run)

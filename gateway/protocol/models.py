@@ -193,11 +193,12 @@ class CompleteResult(_Wire):
     completion: Completion
 
 
-def describe(exc: ValidationError) -> str:
-    """One line naming each bad field by its path, e.g. ``arguments.city: Input should be a valid string``."""
+def describe(exc: ValidationError, root: str = "") -> str:
+    """One line naming each bad field by its path, e.g. ``arguments.city: Input should be a valid string``
+    (``params.arguments.city`` with ``root="params"``)."""
     parts = []
     for error in exc.errors(include_url=False)[:5]:
-        path = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
+        path = ".".join([root] * bool(root) + [str(p) for p in error["loc"] if not str(p).startswith("function-")])
         parts.append(f"{path or '(root)'}: {error['msg']}")
     return "; ".join(parts)
 
@@ -207,4 +208,4 @@ def parse_params(model: type[_Model], params: dict[str, Any] | None) -> _Model:
     try:
         return model.model_validate(params or {})
     except ValidationError as exc:
-        raise InvalidParams(f"Invalid params: {describe(exc)}") from exc
+        raise InvalidParams(f"Invalid params: {describe(exc, 'params')}") from exc

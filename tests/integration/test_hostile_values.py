@@ -242,3 +242,45 @@ async def test_a_clients_unrepresentable_values_over_legacy_sse_are_answered_on_
         assert (await http.post(endpoint, json=ping, headers=post_headers)).status_code == 202
         assert json.loads(await next_data()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
         assert gateway.process.returncode is None
+
+
+NON_OBJECT_REFS = ["x", 1, [], True, "\u0000"]
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def completion(request_id: int, ref: Any, **params: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "completion/complete",
+        "params": {"ref": ref, "argument": {"name": "a", "value": "b"}, **params},
+    }
+
+
+def names_the_ref(answer: dict[str, Any]) -> bool:
+    return answer["error"]["code"] == -32602 and "params.ref" in answer["error"]["message"]
+
+
+async def test_a_completion_whose_ref_is_no_object_is_invalid_params_on_every_front_end(tmp_path: Path) -> None:
+    """It was -32603 Internal error over stdio, Streamable HTTP and stateless 2026-07-28: the audit read
+    ``ref.name`` before the params were validated."""
+    async with raw_stdio(config(tmp_path)) as raw:
+        for i, ref in enumerate(NON_OBJECT_REFS):
+            await raw.send(json.dumps(completion(50 + i, ref)).encode())
+            assert names_the_ref(await raw.answer()), ref
+        assert raw.process.returncode is None
+    async with running_gateway(config(tmp_path, transport="http", port=0)) as gateway:
+        async with httpx.AsyncClient(base_url=gateway.url, headers=HEADERS, timeout=20) as http:
+            session = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
+            session_id = session.headers["mcp-session-id"]
+            for i, ref in enumerate(NON_OBJECT_REFS):
+                response = await http.post("/mcp", json=completion(60 + i, ref), headers={"Mcp-Session-Id": session_id})
+                assert names_the_ref(response.json()), (ref, response.text)
+                stateless = completion(70 + i, ref, _meta=MODERN_META)
+                modern_headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "completion/complete"}
+                response = await http.post("/mcp", json=stateless, headers=modern_headers)
+                assert names_the_ref(response.json()), (ref, response.text)
+        assert gateway.process.returncode is None

@@ -402,9 +402,7 @@ def test_serve_refuses_an_unauthenticated_non_loopback_bind(tmp_path: Path) -> N
 async def test_every_loopback_address_is_loopback(tmp_path: Path, host: str) -> None:
     """All of 127.0.0.0/8 and ::1 are reachable from this machine only: served without tokens, and the
     Host header naming the bound address is accepted (127.0.0.11 was refused as exposed)."""
-    config = write_config(
-        tmp_path / "c.toml", [demo_upstream("writing", "writing")], server={**HTTP, "host": host}
-    )
+    config = write_config(tmp_path / "c.toml", [demo_upstream("writing", "writing")], server={**HTTP, "host": host})
     async with gateway_http(config) as base:
         assert base.startswith(f"http://{f'[{host}]' if ':' in host else host}:")
         async with Client(f"{base}/mcp", mode="legacy", cache=None) as client:

@@ -45,6 +45,14 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 ALICE = {"client_id": "alice", "client_secret": "alice-secret-0123456789", "groups": ["eng"]}
 BOB = {"client_id": "bob", "client_secret": "bob-secret-0123456789ab", "groups": ["sales"]}
 OUTSIDER = {"client_id": "mallory", "client_secret": "mallory-secret-012345678", "scope": "prompts:admin"}
+NAMESAKE = {"client_id": "ci", "client_secret": "ci-client-secret-0123456789", "groups": ["eng"]}
+"""A person (a client) whose subject is the name of a static token, ``ci``."""
+CI_TOKEN = "ci-static-token-0123456789abcdef"
+STATIC_CI = f"""[[server.tokens]]
+name = "ci"
+token = "{CI_TOKEN}"
+policy = {{ deny = ["eng__*"] }}
+"""
 
 
 @dataclass
@@ -57,7 +65,7 @@ class Setup:
 
 
 def gateway_toml(
-    port: int, issuer: str, *, page_size: int = 100, refresh_s: float = 60, audit: Path | None = None
+    port: int, issuer: str, *, page_size: int = 100, refresh_s: float = 60, audit: Path | None = None, extra: str = ""
 ) -> str:
     python = json.dumps(sys.executable)
     audit_table = f"[server.audit]\nfile = {json.dumps(str(audit))}\n" if audit else ""
@@ -85,21 +93,23 @@ args = ["-m", "gateway.demo.writing"]
 namespace = "eng"
 command = {python}
 args = ["-m", "gateway.demo.engineering"]
-"""
+{extra}"""
 
 
 @asynccontextmanager
-async def identity_setup(tmp_path: Path, *, page_size: int = 100, refresh_s: float = 60) -> AsyncIterator[Setup]:
+async def identity_setup(
+    tmp_path: Path, *, page_size: int = 100, refresh_s: float = 60, extra: str = ""
+) -> AsyncIterator[Setup]:
     """A provider, and the gateway trusting it, auditing to ``tmp_path/audit.jsonl``."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     key = signing_key("key-1")
-    async with oidc_provider(tmp_path, resource=url, keys=[key], clients=[ALICE, BOB, OUTSIDER]) as provider:
+    clients = [ALICE, BOB, OUTSIDER, NAMESAKE]
+    async with oidc_provider(tmp_path, resource=url, keys=[key], clients=clients) as provider:
         config = tmp_path / "gateway.toml"
+        audit = tmp_path / "audit.jsonl"
         config.write_text(
-            gateway_toml(
-                port, provider.issuer, page_size=page_size, refresh_s=refresh_s, audit=tmp_path / "audit.jsonl"
-            )
+            gateway_toml(port, provider.issuer, page_size=page_size, refresh_s=refresh_s, audit=audit, extra=extra)
         )
         async with running_gateway(config):
             yield Setup(url, f"http://127.0.0.1:{port}", provider, key, config)
@@ -398,3 +408,72 @@ async def test_opaque_tokens_are_introspected_at_the_issuer(tmp_path: Path) -> N
             names = [p["name"] for p in listed.json()["result"]["prompts"]]
             assert names
             assert not [n for n in names if n.startswith("eng__")]  # bob's view, from the introspected claims
+
+
+def audit_events(setup: Setup) -> list[dict[str, Any]]:
+    path = setup.config.parent / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def test_a_static_token_and_a_person_of_the_same_name_are_two_identities(tmp_path: Path) -> None:
+    """A static token named ``ci`` and an access token whose subject is ``ci``: each one's session
+    refuses the other (it answered with the other's view), each sees its own view, and the audit tells
+    them apart (both were ``who: "ci"``)."""
+    async with identity_setup(tmp_path, extra=STATIC_CI) as setup, httpx.AsyncClient(timeout=20) as http:
+        person = await token_for(setup, NAMESAKE)
+        sessions = {}
+        for credential in (person, CI_TOKEN):
+            opened = await initialize(setup.url, credential)
+            assert opened.status_code == 200, opened.text
+            sessions[credential] = opened.headers["mcp-session-id"]
+
+        async def listed(credential: str, session_id: str) -> httpx.Response:
+            headers = {**HTTP_HEADERS, "Authorization": f"Bearer {credential}", "Mcp-Session-Id": session_id}
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}
+            return await http.post(setup.url, json=listing, headers=headers)
+
+        for mine, theirs in ((person, CI_TOKEN), (CI_TOKEN, person)):
+            assert (await listed(theirs, sessions[mine])).status_code == 404
+        persons = [p["name"] for p in (await listed(person, sessions[person])).json()["result"]["prompts"]]
+        tokens = [p["name"] for p in (await listed(CI_TOKEN, sessions[CI_TOKEN])).json()["result"]["prompts"]]
+        assert "eng__code_review" in persons
+        assert "eng__code_review" not in tokens
+        for credential in (person, CI_TOKEN):
+            get = {"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": {"name": "writing__summarize"}}
+            headers = {**HTTP_HEADERS, "Authorization": f"Bearer {credential}", "Mcp-Session-Id": sessions[credential]}
+            get["params"]["arguments"] = {"text": "x"}  # type: ignore[index]
+            assert "result" in (await http.post(setup.url, json=get, headers=headers)).json()
+    gets = [e for e in audit_events(setup) if e.get("method") == "prompts/get" and e.get("outcome") == "ok"]
+    assert sorted(e["who"]["kind"] for e in gets) == ["oauth", "token"]
+    assert {e["who"]["name"] for e in gets} == {"ci"}
+    assert [e["who"].get("issuer") for e in gets if e["who"]["kind"] == "oauth"] == [setup.provider.issuer]
+
+
+async def test_refusals_are_audited_with_who_and_what(tmp_path: Path) -> None:
+    """A valid token lacking the scope is audited with its subject (it was ``who: null``), and refused
+    gets and completions say their method and prompt, from the headers (2026-07-28) or the body."""
+    async with identity_setup(tmp_path) as setup, httpx.AsyncClient(timeout=20) as http:
+        outsider = await token_for(setup, OUTSIDER, scope="prompts:admin")
+        get = {"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": {"name": "eng__code_review"}}
+        complete = {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "completion/complete",
+            "params": {
+                "ref": {"type": "ref/prompt", "name": "writing__translate"},
+                "argument": {"name": "a", "value": ""},
+            },
+        }
+        headers = {**HTTP_HEADERS, "Authorization": f"Bearer {outsider}"}
+        assert (await http.post(setup.url, json=get, headers=headers)).status_code == 403
+        assert (await http.post(setup.url, json=complete, headers=HTTP_HEADERS)).status_code == 401
+        modern = {**HTTP_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "x__y"}
+        assert (await http.post(setup.url, json=get, headers=modern)).status_code == 401
+    refused = [e for e in audit_events(setup) if e.get("outcome") == "refused"]
+    assert [(e["status"], e["method"], e["prompt"]) for e in refused] == [
+        (403, "prompts/get", "eng__code_review"),
+        (401, "completion/complete", "writing__translate"),
+        (401, "prompts/get", "x__y"),
+    ]
+    assert refused[0]["who"] == {"kind": "oauth", "name": "mallory", "issuer": setup.provider.issuer}
+    assert refused[1]["who"] is None

@@ -74,7 +74,9 @@ async def test_a_session_begun_on_one_gateway_is_served_by_another_with_the_keys
         assert deleted.status_code == 200
         for gateway in (a, b):  # the deleted id under another spelling of its bytes opens nowhere
             assert (await call(http, f"{b.url}/mcp", session_id, "prompts/list")).status_code == 404
-            assert (await call(http, f"{gateway.url}/mcp", another_spelling(session_id), "prompts/list")).status_code == 404
+            assert (
+                await call(http, f"{gateway.url}/mcp", another_spelling(session_id), "prompts/list")
+            ).status_code == 404
 
 
 async def test_a_session_outlives_a_restart_of_its_gateway(tmp_path: Path) -> None:
