@@ -2,6 +2,9 @@
 
 - An ended session: ``DELETE`` on one replica marks the id deleted in Redis until it would have expired
   anyway, and tells the others at once (pub/sub), so no replica resumes it or keeps serving it.
+- A session's use: each replica records that a session is in use (at most every quarter of the idle
+  time-out, the record living a quarter longer than it), so a session idle on one replica but in use
+  on another goes on, and one idle everywhere is ended on every replica.
 - A cancellation: a ``notifications/cancelled`` that reaches a replica not running that request is
   passed on to every replica; the one running it cancels it.
 - A session's event stream (a legacy HTTP+SSE stream, a GET stream) lives on one replica, which records
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -87,6 +91,12 @@ class NoCluster:
 
     async def is_deleted(self, session_id: str) -> bool:
         return False
+
+    async def active(self, session_id: str, ttl_s: float) -> None:
+        pass
+
+    async def is_active(self, session_id: str) -> bool | None:
+        return None
 
     async def cancel(self, session_id: str, request_id: Any) -> None:
         pass
@@ -155,6 +165,16 @@ class RedisCluster:
     async def is_deleted(self, session_id: str) -> bool:
         found = await self._quietly(lambda: self._redis.exists(f"{PREFIX}deleted:{session_key(session_id)}"))
         return bool(found)
+
+    async def active(self, session_id: str, ttl_s: float) -> None:
+        """The session is in use: its record of activity lives ``ttl_s`` from now."""
+        key = f"{PREFIX}active:{session_key(session_id)}"
+        await self._quietly(lambda: self._redis.set(key, b"1", ex=max(1, math.ceil(ttl_s))))
+
+    async def is_active(self, session_id: str) -> bool | None:
+        """Whether any replica used the session lately (its record lives); None while Redis cannot say."""
+        found = await self._quietly(lambda: self._redis.exists(f"{PREFIX}active:{session_key(session_id)}"))
+        return None if found is None else bool(found)
 
     async def cancel(self, session_id: str, request_id: Any) -> None:
         await self._publish(BROADCAST, {"t": "cancel", "s": session_key(session_id), "r": request_id})

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import math
 import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
@@ -72,7 +73,7 @@ from gateway.transports.sse import KEEPALIVE, KEEPALIVE_S, EventLog, encode_even
 log = structlog.get_logger("gateway.http")
 
 REQUEST_CANCELLED = -32800
-MAX_DELETED_REMEMBERED = 100_000
+MAX_ENDED_REMEMBERED = 100_000
 _MCP_METHODS = frozenset({"POST", "GET", "DELETE"})
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
@@ -138,6 +139,7 @@ class HttpSession:
     events: EventLog
     legacy: bool
     last_seen: float = field(default_factory=time.monotonic)
+    shared_activity: float = -math.inf  # when the other replicas were last told it is in use
     streams: int = 0
     expires: float | None = None  # a sealed id's end (Unix time)
     relay: NoCluster | RedisCluster | None = None  # the other replicas, one of which may hold the stream
@@ -391,7 +393,7 @@ class HttpFrontend:
         self._cluster.handlers.ask = self._asked_elsewhere
         self._cluster.handlers.answer = self._answered_elsewhere
         self.sessions: dict[str, HttpSession] = {}
-        self._deleted: dict[str, float] = {}  # sealed ids a client ended here, until they expire anyway
+        self._ended: dict[str, float] = {}  # sealed ids ended here (deleted, idle), until they expire anyway
         self._task_group: TaskGroup | None = None
         self._watches: set[asyncio.Task[None]] = set()
 
@@ -438,6 +440,7 @@ class HttpFrontend:
             while True:
                 await anyio.sleep(min(60.0, self.settings.session_idle_timeout_s / 2))
                 self.expire_idle()
+                self._expire_lapsed()
         finally:
             self._task_group = None
             self.close_all()
@@ -445,9 +448,28 @@ class HttpFrontend:
                 watch.cancel()
 
     def expire_idle(self) -> None:
+        """End the sessions idle here for ``session_idle_timeout_s`` (none with an open stream). Alone,
+        the gateway knows a session's every request: an idle one is ended for good. With Redis, the
+        replicas share when each session was last used: one still in use elsewhere only leaves this
+        replica's memory, one idle everywhere is ended on every replica (see ``_end_if_idle_everywhere``)."""
         deadline = time.monotonic() - self.settings.session_idle_timeout_s
         for session in [s for s in self.sessions.values() if s.streams == 0 and s.last_seen < deadline]:
             self._end(session, "idle")
+            if isinstance(self._cluster, NoCluster):
+                self._remember_ended(session)
+            elif self._task_group is not None and session.expires is not None:
+                self._task_group.start_soon(self._end_if_idle_everywhere, session.id, session.expires)
+
+    async def _end_if_idle_everywhere(self, session_id: str, expires: float) -> None:
+        if await self._cluster.is_active(session_id) is False:  # None: Redis cannot say, so it stays resumable
+            self._ended[session_id] = expires
+            await self._cluster.deleted(session_id, expires)
+
+    def _expire_lapsed(self) -> None:
+        """End the sessions whose id has expired (``session_ttl_s``), open streams included."""
+        now = time.time()
+        for session in [s for s in self.sessions.values() if s.expires is not None and s.expires <= now]:
+            self._end(session, "expired")
 
     def close_all(self) -> None:
         for session in list(self.sessions.values()):
@@ -540,19 +562,38 @@ class HttpFrontend:
             session = resumed
         if session is None or session.principal != principal:
             return _plain(404, "Session not found")
+        if session.expires is not None and session.expires <= time.time():  # session_ttl_s, wherever it is
+            self._end(session, "expired")
+            return _plain(404, "Session not found")
         session.last_seen = time.monotonic()
+        await self._share_activity(session)
         return session
+
+    async def _share_activity(self, session: HttpSession) -> None:
+        """Tell the other replicas (Redis) that the session is in use, at most every quarter of the idle
+        time-out; the record lives a quarter longer than the time-out, so a session is idle everywhere
+        once it is gone (idle at least the time-out, ended within a quarter more)."""
+        idle_s = self.settings.session_idle_timeout_s
+        if isinstance(self._cluster, NoCluster) or time.monotonic() - session.shared_activity < idle_s / 4:
+            return
+        session.shared_activity = time.monotonic()
+        await self._cluster.active(session.id, idle_s * 1.25)
 
     async def _resume(self, session_id: str, principal: Identity | None) -> HttpSession | Response | None:
         """The session a sealed id describes, made here (it began on another replica, or before a restart);
         None when the id does not open, belongs to someone else, or its client ended it."""
         now = time.time()
-        if session_id in self._deleted:
+        if session_id in self._ended:
             return None
         state = self._ids.open(session_id, now=now)
         if state is None or state.principal != key_of(principal):
             return None
         if await self._cluster.is_deleted(session_id):
+            return None
+        idle_s = self.settings.session_idle_timeout_s
+        if now - state.created >= idle_s and await self._cluster.is_active(session_id) is False:
+            self._ended[session_id] = state.expires  # idle on every replica (their shared record lapsed)
+            await self._cluster.deleted(session_id, state.expires)
             return None
         if session_id in self.sessions:  # resumed by a concurrent request meanwhile
             return self.sessions[session_id]
@@ -571,7 +612,7 @@ class HttpFrontend:
     def _deleted_elsewhere(self, key: str) -> None:
         session = self._local(key)
         if session is not None:
-            self._remember_deleted(session)
+            self._remember_ended(session)
             self._end(session, "deleted by client on another replica")
 
     def _cancelled_elsewhere(self, key: str, request_id: Any) -> None:
@@ -613,15 +654,16 @@ class HttpFrontend:
         if len(parts) == 3 and parts[0] == "gateway" and parts[1] != self._cluster.replica:
             await self._cluster.answer_to(parts[1], session.id, dumps(to_wire(message)))
 
-    def _remember_deleted(self, session: HttpSession) -> None:
-        """An id the client ended must not be resumed here again (other replicas: see cluster.py)."""
+    def _remember_ended(self, session: HttpSession) -> None:
+        """An id ended here (its client deleted it, or it idled) must not be resumed here again (other
+        replicas: see cluster.py). Keyed by the id's one accepted spelling (session_ids.py)."""
         now = time.time()
-        if len(self._deleted) >= MAX_DELETED_REMEMBERED:
-            self._deleted = {sid: until for sid, until in self._deleted.items() if until > now}
-            while len(self._deleted) >= MAX_DELETED_REMEMBERED:
-                del self._deleted[next(iter(self._deleted))]  # the oldest first
+        if len(self._ended) >= MAX_ENDED_REMEMBERED:
+            self._ended = {sid: until for sid, until in self._ended.items() if until > now}
+            while len(self._ended) >= MAX_ENDED_REMEMBERED:
+                del self._ended[next(iter(self._ended))]  # the oldest first
         if session.expires is not None:
-            self._deleted[session.id] = session.expires
+            self._ended[session.id] = session.expires
 
     # ---- Streamable HTTP ----------------------------------------------------------------------
 
@@ -640,7 +682,7 @@ class HttpFrontend:
         if isinstance(session, Response):
             return session
         if request.method == "DELETE":
-            self._remember_deleted(session)
+            self._remember_ended(session)
             self._end(session, "deleted by client")
             await self._cluster.deleted(session.id, session.expires or time.time() + self._ids.ttl_s)
             return Response(status_code=200)
@@ -712,6 +754,7 @@ class HttpFrontend:
         )
         session.id, session.expires = sealed, now + self._ids.ttl_s
         self.sessions[sealed] = session
+        await self._share_activity(session)
         log.info("session_started", session=session.id[:8], principal=key_of(principal))
         return Response(dumps(answers[0]), media_type="application/json", headers={"Mcp-Session-Id": session.id})
 

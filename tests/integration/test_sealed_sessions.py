@@ -5,21 +5,32 @@ answer 404 (other keys: tests/test_session_ids.py). (Three replicas behind HAPro
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+import redis.asyncio as aioredis
 
-from tests.integration.helpers import HTTP_HEADERS, INITIALIZE, demo_upstream, running_gateway, write_config
+from gateway.cluster import PREFIX, session_key
+from tests.integration.helpers import (
+    HTTP_HEADERS,
+    INITIALIZE,
+    RunningGateway,
+    demo_upstream,
+    running_gateway,
+    write_config,
+)
+from tests.integration.services import redis_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 KEYS = {"session_keys": ["a-session-key-of-32-characters!!", "an-older-key-still-accepted-here"]}
 
 
-def config(path: Path, cluster: dict[str, Any] | None = KEYS) -> Path:
-    server = {"transport": "http", "port": 0}
+def config(path: Path, cluster: dict[str, Any] | None = KEYS, **server: Any) -> Path:
+    server = {"transport": "http", "port": 0, **server}
     return write_config(path, [demo_upstream("writing", "writing")], server=server, cluster=cluster)
 
 
@@ -72,8 +83,8 @@ async def test_a_session_begun_on_one_gateway_is_served_by_another_with_the_keys
         assert (await call(http, f"{a.url}/mcp", another_spelling(session_id), "prompts/list")).status_code == 404
         deleted = await http.delete(f"{b.url}/mcp", headers={**HTTP_HEADERS, "Mcp-Session-Id": session_id})
         assert deleted.status_code == 200
+        assert (await call(http, f"{b.url}/mcp", session_id, "prompts/list")).status_code == 404
         for gateway in (a, b):  # the deleted id under another spelling of its bytes opens nowhere
-            assert (await call(http, f"{b.url}/mcp", session_id, "prompts/list")).status_code == 404
             assert (
                 await call(http, f"{gateway.url}/mcp", another_spelling(session_id), "prompts/list")
             ).status_code == 404
@@ -88,3 +99,77 @@ async def test_a_session_outlives_a_restart_of_its_gateway(tmp_path: Path) -> No
         async with running_gateway(path) as second:
             listed = await call(http, f"{second.url}/mcp", session_id, "prompts/list")
             assert listed.status_code == 200, listed.text
+
+
+async def test_an_expired_session_is_refused_on_every_replica_that_served_it(tmp_path: Path) -> None:
+    """``session_ttl_s`` holds on every request: the gateway that issued the id and a replica that
+    resumed it answered 200 long after it, while a replica that never saw it answered 404."""
+    ttl = {**KEYS, "session_ttl_s": 2}
+    async with (
+        running_gateway(config(tmp_path / "a.toml", ttl)) as a,
+        running_gateway(config(tmp_path / "b.toml", ttl)) as b,
+        httpx.AsyncClient(timeout=20) as http,
+    ):
+        opened = await http.post(f"{a.url}/mcp", json=INITIALIZE, headers=HTTP_HEADERS)
+        session_id = opened.headers["mcp-session-id"]
+        expires = time.time() + 2
+        for gateway in (a, b):
+            assert (await call(http, f"{gateway.url}/mcp", session_id, "ping")).status_code == 200
+        await anyio.sleep(max(0.0, expires - time.time()) + 0.2)  # a deadline, not an event: time must pass
+        for gateway in (a, b, a, b):
+            assert (await call(http, f"{gateway.url}/mcp", session_id, "ping")).status_code == 404
+
+
+async def idle_ended(gateway: RunningGateway, sessions: list[str]) -> None:
+    for session_id in sessions:
+        await gateway.wait_for_event("session_ended", session=session_id[:8], reason="idle")
+
+
+async def test_an_idle_session_ends_for_good_on_a_lone_gateway(tmp_path: Path) -> None:
+    """Idle sessions left memory and were resumed from their sealed ids (20 of 20 answered 200)."""
+    async with (
+        running_gateway(config(tmp_path / "a.toml", None, session_idle_timeout_s=1)) as a,
+        httpx.AsyncClient(timeout=20) as http,
+    ):
+        sessions = [
+            (await http.post(f"{a.url}/mcp", json=INITIALIZE, headers=HTTP_HEADERS)).headers["mcp-session-id"]
+            for _ in range(5)
+        ]
+        await idle_ended(a, sessions)
+        for session_id in sessions:
+            assert (await call(http, f"{a.url}/mcp", session_id, "ping")).status_code == 404
+
+
+async def test_idle_expiry_across_replicas_follows_the_sessions_use_anywhere(tmp_path: Path) -> None:
+    """With Redis the replicas share when a session was last used: one idle on A but in use on B only
+    leaves A's memory (A resumes it), and once it is idle everywhere no replica serves it."""
+    async with redis_server() as redis:
+        shared = {**KEYS, "redis_url": redis.url}
+        async with (
+            running_gateway(config(tmp_path / "a.toml", shared, session_idle_timeout_s=1)) as a,
+            running_gateway(config(tmp_path / "b.toml", shared, session_idle_timeout_s=1)) as b,
+            httpx.AsyncClient(timeout=20) as http,
+        ):
+            for gateway in (a, b):
+                await gateway.wait_for_event("redis_connected")
+            opened = await http.post(f"{a.url}/mcp", json=INITIALIZE, headers=HTTP_HEADERS)
+            session_id = opened.headers["mcp-session-id"]
+            async with anyio.create_task_group() as tg:
+
+                async def use_on_b() -> None:
+                    while True:
+                        assert (await call(http, f"{b.url}/mcp", session_id, "ping")).status_code == 200
+                        await anyio.sleep(0.1)
+
+                tg.start_soon(use_on_b)
+                await idle_ended(a, [session_id])  # idle on A, in use on B
+                assert (await call(http, f"{a.url}/mcp", session_id, "ping")).status_code == 200  # resumed
+                tg.cancel_scope.cancel()
+            # Idle everywhere once the shared record of its use lapses (asking a replica would be a use)
+            record = f"{PREFIX}active:{session_key(session_id)}"
+            async with aioredis.Redis.from_url(redis.url) as watcher:
+                with anyio.fail_after(10):
+                    while await watcher.exists(record):
+                        await anyio.sleep(0.05)
+            for gateway in (b, a):
+                assert (await call(http, f"{gateway.url}/mcp", session_id, "ping")).status_code == 404
