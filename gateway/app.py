@@ -386,7 +386,9 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
 
     cluster_settings = gateway.config.cluster
     gateway.cluster = (
-        RedisCluster(cluster_settings.redis_url, generation=gateway.config.digest)
+        RedisCluster(
+            cluster_settings.redis_url, generation=gateway.config.digest, heartbeat_s=cluster_settings.heartbeat_s
+        )
         if cluster_settings.redis_url is not None
         else NoCluster()
     )

@@ -11,8 +11,9 @@
   itself as the holder: a legacy POST reaching another replica is passed to the holder, and so is a
   request an upstream makes of the client (elicitation, sampling, roots) on another replica; the
   client's answer, POSTed wherever, goes back to the replica that asked (its id names it).
-- Reloads: each replica publishes the config generation it runs, so ``/readyz`` can say whether the
-  replicas agree.
+- Reloads: each replica records the config generation it runs with a heartbeat (``[cluster]
+  heartbeat_s``) and publishes changes, so ``/readyz`` can say whether the replicas alive agree; a
+  replica stopped or killed is forgotten once three heartbeats pass without it.
 - The catalog's epoch: a count of list_changed fan-outs on any replica. Event ids carry it, so a client
   presenting a Last-Event-ID to another replica is told to list again only if a change came since.
 
@@ -32,6 +33,7 @@ import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +45,8 @@ log = structlog.get_logger("gateway.cluster")
 PREFIX = "prompt-gateway:"
 BROADCAST = PREFIX + "all"
 HOLD_S = 60
+ALIVE_PREFIX = f"{PREFIX}alive:"
+"""Each replica's heartbeat record (its config generation), living three heartbeats."""
 """A stream's holder record lives this long unless refreshed (a replica that died stops owning it)."""
 RECONNECT_MAX_S = 10.0
 REDIS_TIMEOUT_S = 2.0
@@ -130,7 +134,7 @@ class NoCluster:
 
 
 class RedisCluster:
-    def __init__(self, url: str, *, generation: str) -> None:
+    def __init__(self, url: str, *, generation: str, heartbeat_s: float = 10.0) -> None:
         import redis.asyncio  # only a gateway with redis_url loads it
         from redis.asyncio.retry import Retry
         from redis.backoff import ExponentialBackoff
@@ -151,6 +155,7 @@ class RedisCluster:
         self.handlers = ClusterHandlers()
         self._status = ClusterStatus()
         self._generation = generation
+        self._heartbeat_s = heartbeat_s
         self._held: set[str] = set()  # sessions whose event stream is here, by key
         self._epoch: int | None = None
 
@@ -215,8 +220,7 @@ class RedisCluster:
     async def announce_generation(self, generation: str) -> None:
         """Record the config this replica runs (at start and after each reload) and tell the others."""
         self._generation = generation
-        await self._quietly(lambda: self._redis.hset(f"{PREFIX}generations", self.replica, generation.encode()))
-        await self._quietly(lambda: self._redis.expire(f"{PREFIX}generations", 3600))
+        await self._quietly(self._beat)
         await self._publish(BROADCAST, {"t": "generation", "s": self.replica})
 
     async def catalog_changed(self) -> None:
@@ -255,6 +259,9 @@ class RedisCluster:
                 self._lost(exc)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                    if self._status.connected:  # leaving: the others forget this replica at once
+                        with suppress(*self._errors):
+                            await self._redis.delete(self._alive_key)
                     await self._redis.aclose()
                 raise
             await anyio.sleep(delay)
@@ -267,28 +274,45 @@ class RedisCluster:
             self._epoch = int(await self._redis.get(f"{PREFIX}epoch") or 0)  # changes missed while away count
             self._found()
             await self.announce_generation(self._generation)
-            refreshed = 0.0
+            refreshed = beaten = 0.0
             while True:
-                message = await pubsub.get_message(timeout=1.0)
+                message = await pubsub.get_message(timeout=min(1.0, self._heartbeat_s))
                 if message is not None and self._handle(message.get("data")) == "generation":
-                    refreshed = 0.0  # a replica started or reloaded: learn its generation now
+                    beaten = 0.0  # a replica started or reloaded: learn its generation now
                 if not self._status.connected:  # a command failed meanwhile: is Redis back (or still there)?
                     await self._redis.ping()
                     self._found()
                 if time.monotonic() - refreshed > HOLD_S / 3:
                     await self._refresh()
                     refreshed = time.monotonic()
+                if time.monotonic() - beaten > self._heartbeat_s:
+                    await self._beat()
+                    beaten = time.monotonic()
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(1):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def _refresh(self) -> None:
-        """Keep this replica's streams owned, and learn every replica's config generation."""
+        """Keep this replica's streams owned."""
         for key in list(self._held):
             await self._redis.set(f"{PREFIX}stream:{key}", self.replica.encode(), ex=HOLD_S)
-        await self._redis.hset(f"{PREFIX}generations", self.replica, self._generation.encode())
-        raw = await self._redis.hgetall(f"{PREFIX}generations")
-        self._status.generations = {_text(k): _text(v) for k, v in raw.items()}
+
+    @property
+    def _alive_key(self) -> str:
+        return f"{ALIVE_PREFIX}{self.replica}"
+
+    async def _beat(self) -> None:
+        """Say this replica is alive and which config it runs, for three heartbeats; learn the same of
+        every replica still alive (a replica killed or gone is forgotten once its record lapses)."""
+        ttl = max(1, math.ceil(3 * self._heartbeat_s))
+        await self._redis.set(self._alive_key, self._generation.encode(), ex=ttl)
+        keys = [key async for key in self._redis.scan_iter(match=f"{ALIVE_PREFIX}*", count=1000)]
+        values = await self._redis.mget(keys) if keys else []
+        self._status.generations = {
+            _text(key).removeprefix(ALIVE_PREFIX): _text(value)
+            for key, value in zip(keys, values, strict=True)
+            if value is not None
+        }
 
     def _handle(self, data: Any) -> str | None:
         """Act on another replica's message; its kind."""

@@ -389,6 +389,7 @@ class ClusterSettings(_Section):
     session_keys: tuple[Annotated[str, Field(min_length=16)], ...] = Field((), max_length=16)
     session_ttl_s: float = Field(86_400.0, gt=0, le=30 * 86_400)
     redis_url: str | None = Field(None, pattern=r"^(rediss?|unix)://")
+    heartbeat_s: float = Field(10.0, gt=0, le=600)
 
 
 class Config(_Section):
@@ -431,8 +432,10 @@ class Config(_Section):
 
     @property
     def digest(self) -> str:
-        """Tells configs apart (replicas compare theirs through Redis); secrets go in only hashed."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:12]
+        """Tells configs apart (replicas compare theirs through Redis); secrets go in only hashed. What
+        each replica may set for itself (where it listens) is left out: replicas on one host differ there."""
+        listening = self.model_dump_json(exclude={"server": {"host", "port"}})
+        return hashlib.sha256(listening.encode()).hexdigest()[:12]
 
     @property
     def generation(self) -> str:

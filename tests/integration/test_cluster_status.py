@@ -1,0 +1,70 @@
+"""What ``/readyz`` says of the other replicas through a real Redis: replicas identical but for where
+they listen agree; a replica killed (no goodbye) is forgotten after three heartbeats, one stopped at
+once, so ``replicas_agree`` speaks of the replicas alive. Skipped with the reason where redis-server is
+missing (``.ci/run`` installs it and requires it)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from tests.integration.helpers import RunningGateway, demo_upstream, running_gateway, write_config
+from tests.integration.services import free_port, redis_server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+HEARTBEAT_S = 0.3
+
+
+@asynccontextmanager
+async def replica(tmp_path: Path, redis_url: str) -> AsyncIterator[RunningGateway]:
+    """A replica on a port of its own (its config differs from the others' only there)."""
+    port = free_port()
+    config = write_config(
+        tmp_path / f"replica-{port}.toml",
+        [demo_upstream("writing", "writing")],
+        server={"transport": "http", "port": port},
+        cluster={
+            "session_keys": ["a-session-key-of-32-characters!!"],
+            "redis_url": redis_url,
+            "heartbeat_s": HEARTBEAT_S,
+        },
+    )
+    async with running_gateway(config) as gateway:
+        await gateway.wait_for_event("redis_connected")
+        yield gateway
+
+
+async def cluster_view(http: httpx.AsyncClient, gateway: RunningGateway) -> dict[str, Any]:
+    return (await http.get(f"{gateway.url}/readyz")).json()["cluster"]  # type: ignore[no-any-return]
+
+
+async def until_replicas(http: httpx.AsyncClient, gateway: RunningGateway, count: int) -> dict[str, Any]:
+    """The view once it names ``count`` replicas (heartbeats are a time, not an event: asked again)."""
+    with anyio.fail_after(10 + 3 * HEARTBEAT_S):
+        while len((view := await cluster_view(http, gateway)).get("config_generations", {})) != count:
+            await anyio.sleep(HEARTBEAT_S / 3)
+    return view
+
+
+async def test_readyz_speaks_of_the_replicas_alive_and_agrees_across_ports(tmp_path: Path) -> None:
+    async with redis_server() as redis, httpx.AsyncClient(timeout=20) as http, replica(tmp_path, redis.url) as a:
+        async with replica(tmp_path, redis.url) as b:
+            view = await until_replicas(http, a, 2)
+            assert view["replicas_agree"] is True  # the port was part of the digest: they never agreed
+            b.process.kill()  # no goodbye
+            await b.process.wait()
+            view = await until_replicas(http, a, 1)
+            assert view["replicas_agree"] is True
+        async with replica(tmp_path, redis.url) as c:
+            view = await until_replicas(http, a, 2)
+            assert view["replicas_agree"] is True
+            c.process.terminate()  # a clean stop says goodbye
+            await c.process.wait()
+            with anyio.fail_after(3 * HEARTBEAT_S + 2):
+                await until_replicas(http, a, 1)
