@@ -37,6 +37,7 @@ from gateway.progress import ProgressRelay
 from gateway.protocol.jsonrpc import Notification, Request, encode
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.session_ids import SessionIds
+from gateway.transports import orphans
 from gateway.transports.base import MessageStream
 from gateway.upstream import Backoff, UpstreamConnector
 from gateway.views import ClaimViews
@@ -268,17 +269,37 @@ async def _run_in_scope(
 
 @asynccontextmanager
 async def run_gateway(config: Config, *, settle: bool = False) -> AsyncIterator[Gateway]:
-    """The running gateway; ``settle``: only once every upstream has connected or failed once."""
-    async with anyio.create_task_group() as tg:
-        gateway = Gateway(config, tg)
-        await gateway.start()
-        if settle:
-            await gateway.settle()
-        try:
-            yield gateway
-        finally:
-            tg.cancel_scope.cancel()
-            gateway.audit.close()
+    """The running gateway; ``settle``: only once every upstream has connected or failed once. On Linux
+    it is its upstreams' subreaper: what escapes an upstream's process group is its to reap and end."""
+    subreaper = orphans.become_subreaper()
+    try:
+        async with anyio.create_task_group() as tg:
+            gateway = Gateway(config, tg)
+            if subreaper:
+                tg.start_soon(_reap_orphans)
+            await gateway.start()
+            if settle:
+                await gateway.settle()
+            try:
+                yield gateway
+            finally:
+                tg.cancel_scope.cancel()
+                gateway.audit.close()
+    finally:
+        if subreaper:  # every upstream has stopped: what they left behind goes with them
+            with anyio.CancelScope(shield=True):
+                await orphans.end_adopted(ORPHAN_GRACE_S)
+
+
+ORPHAN_REAP_S = 10.0
+ORPHAN_GRACE_S = 2.0
+
+
+async def _reap_orphans() -> None:
+    """Adopted orphans that exit by themselves are collected (a subreaper's zombies are its own)."""
+    while True:
+        await anyio.sleep(ORPHAN_REAP_S)
+        await anyio.to_thread.run_sync(orphans.reap_adopted)
 
 
 async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: anyio.Event | None = None) -> None:

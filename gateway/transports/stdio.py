@@ -1,7 +1,8 @@
 """stdio both ways: a child process we talk to (upstream), and our own stdin/stdout (front end).
 
 Child processes get their own session so that a terminal's Ctrl-C reaches only the gateway, which then
-shuts them down in order: close stdin, wait, SIGTERM the group, wait, SIGKILL the group. No orphans.
+shuts them down in order: close stdin, wait, SIGTERM the group, wait, SIGKILL the group, then whatever
+escaped the group carrying the child's tag (orphans.py). No orphans.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import anyio.from_thread
 import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
+from gateway.transports import orphans
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES, NewlineFramedStream
 
 _INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
@@ -58,31 +60,34 @@ async def open_child(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> AsyncIterator[tuple[NewlineFramedStream, Process]]:
     """Start the child and yield its framed stdin/stdout; stderr lines go to ``on_stderr_line``."""
+    tag = orphans.new_tag()
     process = await anyio.open_process(
         [spec.command, *spec.args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=child_environment(spec.env or {}),
+        env={**child_environment(spec.env or {}), orphans.TAG_VARIABLE: tag},
         cwd=spec.cwd,
         start_new_session=True,
     )
+    orphans.managed.add(process.pid)
     if process.stdin is None or process.stdout is None or process.stderr is None:  # pragma: no cover
         raise RuntimeError("the child's pipes were not created")
     stream = NewlineFramedStream(process.stdout, process.stdin, max_message_bytes=max_message_bytes)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_pump_stderr, process.stderr, on_stderr_line)
-            tg.start_soon(_end_group_with_leader, process, spec.grace_s)
+            tg.start_soon(_end_group_with_leader, process, spec.grace_s, tag)
             try:
                 yield stream, process
             finally:
                 with anyio.CancelScope(shield=True):
-                    await _terminate(process, spec.grace_s)
+                    await _terminate(process, spec.grace_s, tag)
                 tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True), suppress(Exception):
             await process.aclose()
+        orphans.managed.discard(process.pid)
 
 
 async def _pump_stderr(stderr: ByteReceiveStream, on_line: Callable[[str], None]) -> None:
@@ -98,10 +103,16 @@ async def _pump_stderr(stderr: ByteReceiveStream, on_line: Callable[[str], None]
                 pending = b""
 
 
-async def _terminate(process: Process, grace_s: float) -> None:
-    """End the child and every process it started (its process group, made by ``start_new_session``),
-    each time: a server that exits on stdin EOF, or crashes, can leave children of its own running.
-    EOF first, then SIGTERM to the group, then SIGKILL, each given ``grace_s``."""
+async def _terminate(process: Process, grace_s: float, tag: str) -> None:
+    """End the child and every process it started (its process group, made by ``start_new_session``, and
+    what left the group carrying its tag), each time: a server that exits on stdin EOF, or crashes, can
+    leave children of its own running. EOF first, then SIGTERM to the group, then SIGKILL, each given
+    ``grace_s``."""
+    await _end_group(process, grace_s)
+    await orphans.end_tagged(tag, grace_s)
+
+
+async def _end_group(process: Process, grace_s: float) -> None:
     if process.stdin is not None:
         with suppress(Exception):
             await process.stdin.aclose()
@@ -119,11 +130,11 @@ async def _terminate(process: Process, grace_s: float) -> None:
             return
 
 
-async def _end_group_with_leader(process: Process, grace_s: float) -> None:
+async def _end_group_with_leader(process: Process, grace_s: float, tag: str) -> None:
     """Once the server itself has exited, what it started goes too: its children would otherwise run on,
     and hold its stdout open, so that the end of the stream (how its exit is noticed) would never come."""
     await process.wait()
-    await _terminate(process, grace_s)
+    await _terminate(process, grace_s, tag)
 
 
 def _group_alive(pgid: int) -> bool:

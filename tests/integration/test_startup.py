@@ -165,6 +165,28 @@ async def test_an_upstreams_own_children_end_with_it_when_the_gateway_stops(tmp_
             await anyio.sleep(0.05)
 
 
+async def test_a_daemon_an_upstream_started_ends_with_the_gateway(tmp_path: Path) -> None:
+    """A daemon (double fork, setsid) escapes its upstream's process group: it ran on after the gateway
+    exited cleanly. Now one carrying the upstream's tag ends with it, and one that cleared its
+    environment with the gateway, whose orphan it became (a child subreaper, on Linux)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the subreaper is Linux's (docs/operations.md says what holds elsewhere)")
+    kept = spawning("kept", tmp_path, SPAWNER_DAEMON="keep-env")
+    cleaned = {
+        **spawning("cleaned", tmp_path),
+        "env": {**spawning("c", tmp_path)["env"], "SPAWNER_DAEMON": "clean-env"},
+    }
+    config = write_config(tmp_path / "c.toml", [kept, cleaned])
+    async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+        assert {p.name for p in (await client.list_prompts()).prompts} == {"kept__haiku", "cleaned__haiku"}
+        pids = [int(line) for line in (tmp_path / "pids").read_text().split()]
+        assert len(pids) == 2
+        assert not any(process_gone(pid) for pid in pids)
+    with anyio.fail_after(20):  # the gateway has exited: its upstreams' daemons go with it
+        while not all(process_gone(pid) for pid in pids):
+            await anyio.sleep(0.05)
+
+
 async def test_a_modern_server_too_busy_to_answer_the_probe_in_time_is_asked_again(tmp_path: Path) -> None:
     """Fifty SDK servers starting on two cores answered the probe after its time-out, then refused the
     handshake that followed: each ended 'failed' for good. Now it is asked again on the same connection."""

@@ -1,6 +1,8 @@
 """A prompt server that starts a child process of its own (as servers wrapping a tool or a language
 runtime do) and records the child's pid in ``SPAWNER_PIDS``. ``SPAWNER_EXIT_AFTER`` = N makes it exit
-after answering N requests (a crash loop when N is small)."""
+after answering N requests (a crash loop when N is small). ``SPAWNER_DAEMON`` = ``keep-env`` starts the
+child as a daemon instead (double fork and ``setsid``: out of the server's process group), ``clean-env``
+as one that also clears its environment."""
 
 from __future__ import annotations
 
@@ -11,11 +13,29 @@ import sys
 
 from tests.servers.old import answer
 
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
+
+
+def daemonize(pids_path: str, *, clean_env: bool) -> None:
+    """The classic daemon: fork, setsid, fork again; the grandchild records its pid and runs on."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open(pids_path, "a") as pids:
+                pids.write(f"{os.getpid()}\n")
+            os.execve(SLEEPER[0], SLEEPER, {} if clean_env else dict(os.environ))  # noqa: S606 - the test's own sleeper
+        os._exit(0)
+    os.wait()
+
 
 def main() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    with open(os.environ["SPAWNER_PIDS"], "a") as pids:
-        pids.write(f"{child.pid}\n")
+    daemon = os.environ.get("SPAWNER_DAEMON")
+    if daemon:
+        daemonize(os.environ["SPAWNER_PIDS"], clean_env=daemon == "clean-env")
+    else:
+        child = subprocess.Popen(SLEEPER)
+        with open(os.environ["SPAWNER_PIDS"], "a") as pids:
+            pids.write(f"{child.pid}\n")
     exit_after = int(os.environ.get("SPAWNER_EXIT_AFTER", "0"))
     answered = 0
     for line in sys.stdin:
