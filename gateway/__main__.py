@@ -153,6 +153,7 @@ async def _check(config: Config) -> int:
         collisions = await gateway.catalog.collisions()
         rows = [["UPSTREAM", "TRANSPORT", "STATE", "PROMPTS", "DETAIL"]]
         failed = False
+        file_lines: list[str] = []  # a directory's problems and notes, each on a line of its own
         for connector in gateway.connectors:
             count = counts[connector.namespace]
             detail = connector.last_error or ""
@@ -161,14 +162,21 @@ async def _check(config: Config) -> int:
             else:
                 count_text = str(count)
                 problems = getattr(connector, "problems", None)  # a directory of prompt files: its broken ones
+                notes = getattr(connector, "notes", None) or []
+                file_lines += [f"{connector.namespace}: broken: {problem}" for problem in (problems or {}).values()]
+                file_lines += [f"{connector.namespace}: note: {note}" for note in notes]
                 if problems:
-                    detail, failed = "; ".join(problems.values()), True  # the others still serve
+                    detail, failed = f"{len(problems)} broken files (below); the others serve", True
+                elif notes:
+                    detail = f"{len(notes)} notes (below)"
                 elif connector.ready:
                     version = connector.protocol_version or "?"
                     detail = f"{connector.server_info.get('name', '?')} (MCP {version})"
             failed = failed or not connector.ready
             rows.append([connector.namespace, connector.settings.transport, connector.state, count_text, detail])
     print(_table(rows))
+    if file_lines:
+        print("\n" + "\n".join(file_lines))
     print(f"\n{len(visible['prompts'])} prompts visible through the gateway after policy.")
     for collision in collisions:
         print(f"collision: {collision.name} is served from {collision.winner}; {collision.loser}'s is hidden")

@@ -157,10 +157,19 @@ class Gateway:
     async def _settle(self, connectors: tuple[UpstreamConnector | FilePromptSource, ...]) -> None:
         """Until each has connected or failed once (bounded by its timeout): the first client then sees
         the full list and the right capabilities."""
-        timeouts = (getattr(c.settings, "timeout_s", 0.0) for c in connectors)  # files: read in no time
-        with anyio.move_on_after(max(timeouts, default=0) + 1):
-            for connector in connectors:
+        servers = [c for c in connectors if isinstance(c, UpstreamConnector)]
+        limit = max((c.settings.timeout_s for c in servers), default=0) + 1
+
+        async def settled(connector: UpstreamConnector | FilePromptSource) -> None:
+            if not isinstance(connector, UpstreamConnector):  # a directory: its scan ends (bounded), however long
                 await connector.wait_settled()
+                return
+            with anyio.move_on_after(limit):
+                await connector.wait_settled()
+
+        async with anyio.create_task_group() as tg:
+            for connector in connectors:
+                tg.start_soon(settled, connector)
 
     async def _start_upstream(
         self, settings: StdioUpstream | HttpUpstream | FilesUpstream

@@ -363,6 +363,9 @@ class FilesUpstream(_UpstreamSettings):
     transport: Literal["files"]
     path: str = Field(min_length=1)
     watch: bool = True
+    format: Literal["auto", "claude-code", "vscode", "template"] = "auto"
+    """What the directory holds: ``auto`` reads each file by its name and place (``.claude/commands/``
+    and a directory inside one: Claude Code's commands; ``*.prompt.md``: VS Code's; else templates)."""
 
 
 def _transport_of(value: Any) -> str:

@@ -11,11 +11,13 @@ Three kinds of file, told apart by name and place:
   ``<!-- image: diagrams/flow.png -->`` or ``<!-- resource: notes/style.md -->`` is a message of its own
   holding that file, by a path relative to the prompt file and confined to the directory (read when
   the directory is, so ``check`` names a missing one; the path is the file's, never an argument's).
-- ``.claude/commands/NAME.md`` (Claude Code's command files): optional front matter (``description``,
-  ``argument-hint``), ``$ARGUMENTS`` in the body is the one optional argument ``arguments``, and
-  ``$1``..``$9`` its space-separated words.
-- ``NAME.prompt.md`` (VS Code / Copilot prompt files): optional front matter (``description``),
-  ``${input:name}`` or ``${input:name:placeholder}`` in the body are arguments.
+- Claude Code's command files (anywhere under ``.claude/commands/``, or in a directory said to hold
+  them) and skills (``.claude/skills/NAME/SKILL.md``): read by Claude Code's rules
+  (``prompt_formats/claude_code.py``), never as templates.
+- VS Code's prompt files (``NAME.prompt.md``): read by VS Code's rules (``prompt_formats/vscode.py``).
+
+A tool's file is read as its tool reads it: a name that is no valid prompt name is made into one,
+and front matter that is not valid YAML is read line by line (the problem noted, the file served).
 """
 
 from __future__ import annotations
@@ -36,14 +38,14 @@ import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gateway.catalog import TAGS_META_KEY
+from gateway.prompt_formats import claude_code, vscode
+from gateway.prompt_formats.common import Argument, lenient_front_matter, valid_name
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_OUTPUT_CHARS = 512 * 1024
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?\n?", re.DOTALL | re.MULTILINE)
 _ROLE_MARKER = re.compile(r"^<!--\s*(user|assistant)\s*-->[ \t]*$", re.MULTILINE)
-_VSCODE_INPUT = re.compile(r"\$\{input:([A-Za-z0-9_-]+)(?::([^}]*))?\}")
-_CLAUDE_POSITIONAL = re.compile(r"\$([1-9])")
 _ATTACHMENT = re.compile(r"^<!--[ \t]*(image|resource):[ \t]*(.*?)[ \t]*-->[ \t]*$", re.MULTILINE)
 _NONCE = secrets.token_hex(8)  # marks where an attachment goes in rendered text: no argument can forge it
 _PLACED = re.compile(rf"^<!-- attachment {_NONCE} ([0-9]+) -->$", re.MULTILINE)
@@ -51,6 +53,8 @@ MAX_ATTACHMENT_BYTES = 1024 * 1024
 MAX_ATTACHMENTS = 16
 
 Kind = Literal["template", "claude-command", "vscode-prompt"]
+Format = Literal["auto", "claude-code", "vscode", "template"]
+"""What a directory holds: ``auto`` tells each file's kind by its name and place."""
 
 
 class PromptFileError(Exception):
@@ -59,21 +63,6 @@ class PromptFileError(Exception):
 
 class RenderError(Exception):
     """The prompt's arguments did not render (an undefined variable, the sandbox refused, too long)."""
-
-
-@dataclass(frozen=True)
-class Argument:
-    name: str
-    description: str | None = None
-    required: bool = False
-    default: str | None = None
-    values: tuple[str, ...] = ()
-
-    def as_listed(self) -> dict[str, Any]:
-        listed: dict[str, Any] = {"name": self.name, "required": self.required and self.default is None}
-        if self.description:
-            listed["description"] = self.description
-        return listed
 
 
 @dataclass(frozen=True)
@@ -117,6 +106,8 @@ class FilePrompt:
     _template: jinja2.Template | None = field(default=None, compare=False, repr=False)
     attachments: tuple[Attachment, ...] = ()
     _contents: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    _tool: claude_code.ClaudeCommand | vscode.VsCodePrompt | None = field(default=None, compare=False, repr=False)
+    note: str | None = None  # what was read leniently (front matter that is not valid YAML, a renamed name)
 
     def attach(self, contents: Sequence[dict[str, Any]]) -> FilePrompt:
         """This prompt with its attachments' content blocks (one per attachment, in order)."""
@@ -135,17 +126,13 @@ class FilePrompt:
     def render(self, given: Mapping[str, str]) -> list[dict[str, Any]]:
         """The prompt's messages for these arguments (checked against the declared ones first)."""
         values = self._arguments(given)
-        if self.kind == "claude-command":
-            words = values.get("arguments", "").split()
-            text = self.body.replace("$ARGUMENTS", values.get("arguments", ""))
-            text = _CLAUDE_POSITIONAL.sub(
-                lambda m: words[int(m.group(1)) - 1] if int(m.group(1)) <= len(words) else "", text
-            )
-        elif self.kind == "vscode-prompt":
-            text = _VSCODE_INPUT.sub(lambda m: values.get(m.group(1), ""), self.body)
-        else:
-            assert self._template is not None  # noqa: S101 - compiled when parsed
-            text = _render_bounded(self._template, values)
+        if self._tool is not None:  # a tool's file is one message, as its tool sends it: no role markers
+            text = self._tool.render_text(values)
+            if len(text) > MAX_OUTPUT_CHARS:
+                raise RenderError(f"the rendered prompt is over {MAX_OUTPUT_CHARS} characters")
+            return [{"role": "user", "content": {"type": "text", "text": text.strip()}}]
+        assert self._template is not None  # noqa: S101 - compiled when parsed
+        text = _render_bounded(self._template, values)
         if len(text) > MAX_OUTPUT_CHARS:
             raise RenderError(f"the rendered prompt is over {MAX_OUTPUT_CHARS} characters")
         return _messages(text, self._contents)
@@ -222,44 +209,55 @@ _ENVIRONMENT = ImmutableSandboxedEnvironment(
 )
 
 
-def kind_of(relative: str) -> Kind | None:
-    """Which kind a file is, by its path relative to the directory (None: not a prompt file)."""
+def kind_of(relative: str, directory_format: Format = "auto") -> Kind | None:
+    """Which kind a file is, by its path relative to the directory and what the directory holds (None:
+    not a prompt file). ``directory_format`` is the configured ``format``, or what ``format_of`` found."""
     parts = relative.split("/")
     if not parts[-1].endswith(".md"):
         return None
+    if directory_format != "auto":
+        if directory_format == "vscode":
+            return "vscode-prompt" if parts[-1].endswith(".prompt.md") else None
+        return "claude-command" if directory_format == "claude-code" else "template"
     if parts[-1].endswith(".prompt.md"):
         return "vscode-prompt"
-    if len(parts) >= 3 and parts[-3:-1] == [".claude", "commands"]:
+    if _under(parts, ".claude", "commands"):
         return "claude-command"
+    if _under(parts, ".claude", "skills"):
+        return "claude-command" if parts[-1] == "SKILL.md" and len(parts) >= 4 else None
     return "template"
 
 
-def parse_prompt_file(relative: str, text: str) -> FilePrompt:
+def _under(parts: list[str], *folders: str) -> bool:
+    return any(parts[i : i + len(folders)] == list(folders) for i in range(len(parts) - len(folders)))
+
+
+def format_of(resolved_root: str) -> Format:
+    """What a directory holds by where it is: inside ``.claude/commands`` (a project's or ``~/.claude``),
+    Claude Code's commands; else each file by its own name and place."""
+    parts = resolved_root.replace("\\", "/").split("/")
+    if any(parts[i : i + 2] == [".claude", "commands"] for i in range(len(parts) - 1)):
+        return "claude-code"
+    return "auto"
+
+
+def parse_prompt_file(relative: str, text: str, directory_format: Format = "auto") -> FilePrompt:
     """One file's prompt. Raises PromptFileError naming the file and line of the problem."""
-    kind = kind_of(relative)
+    kind = kind_of(relative, directory_format)
     if kind is None:
         raise PromptFileError(f"{relative}: not a prompt file (*.md)")
     if len(text.encode()) > MAX_FILE_BYTES:
         raise PromptFileError(f"{relative}: over {MAX_FILE_BYTES} bytes")
+    if kind != "template":
+        return _tool_file(relative, text, kind)
     meta, body, body_line = _front_matter(relative, text)
-    stem = relative.rsplit("/", 1)[-1].removesuffix(".prompt.md").removesuffix(".md")
+    stem = relative.rsplit("/", 1)[-1].removesuffix(".md")
     name = meta.get("name", stem)
     if not isinstance(name, str) or not NAME.match(name):
         raise PromptFileError(f"{relative}:1: name {name!r} must be 1-128 of letters, digits, '_', '-', '.'")
     description = _text(relative, meta, "description")
     title = _text(relative, meta, "title")
     tags = _strings(relative, meta, "tags")
-    if kind == "claude-command":
-        hint = _text(relative, meta, "argument-hint")
-        arguments: tuple[Argument, ...] = ()
-        if "$ARGUMENTS" in body or _CLAUDE_POSITIONAL.search(body):
-            arguments = (Argument("arguments", hint or "what follows the command", required=False, default=""),)
-        return FilePrompt(name, kind, body, relative, title, description, arguments, tags)
-    if kind == "vscode-prompt":
-        seen: dict[str, Argument] = {}
-        for match in _VSCODE_INPUT.finditer(body):
-            seen.setdefault(match.group(1), Argument(match.group(1), match.group(2) or None, required=True))
-        return FilePrompt(name, kind, body, relative, title, description, tuple(seen.values()), tags)
     arguments = _declared_arguments(relative, meta.get("arguments", []))
     attachments, body = _attachments(relative, body, body_line)
     try:
@@ -272,6 +270,42 @@ def parse_prompt_file(relative: str, text: str) -> FilePrompt:
     used = jinja2.meta.find_undeclared_variables(source) - declared - set(_ENVIRONMENT.globals)
     arguments += tuple(Argument(name, required=True) for name in sorted(used))
     return FilePrompt(name, kind, body, relative, title, description, arguments, tags, template, attachments)
+
+
+def _tool_file(relative: str, text: str, kind: Kind) -> FilePrompt:
+    """A Claude Code or VS Code file, read as its tool reads it: never refused for its front matter or
+    its name (a name that is no valid prompt name is made into one, and noted)."""
+    front = lenient_front_matter(text)
+    file_name = relative.rsplit("/", 1)[-1]
+    if kind == "vscode-prompt":
+        tool: claude_code.ClaudeCommand | vscode.VsCodePrompt
+        tool, description, arguments = vscode.read(front)
+        stem = file_name.removesuffix(".prompt.md")
+    else:
+        tool, description, arguments = claude_code.read(front)
+        stem = relative.split("/")[-2] if file_name == "SKILL.md" else file_name.removesuffix(".md")
+    wanted = wanted_name(front.meta.get("name"), stem)
+    name = valid_name(wanted)
+    notes = [front.problem] if front.problem else []
+    if name != wanted:
+        notes.append(f"its name {wanted!r} is served as {name!r}")
+    title = front.meta.get("title")
+    return FilePrompt(
+        name,
+        kind,
+        front.body,
+        relative,
+        title=str(title) if isinstance(title, (str, int, float)) and not isinstance(title, bool) else None,
+        description=description,
+        arguments=arguments,
+        _tool=tool,
+        note=f"{relative}: " + "; ".join(notes) if notes else None,
+    )
+
+
+def wanted_name(given: Any, stem: str) -> str:
+    """The name a file asks for: its front matter's ``name`` when that is text, else its file name."""
+    return given.strip() if isinstance(given, str) and given.strip() else stem
 
 
 def _attachments(relative: str, body: str, body_line: int) -> tuple[tuple[Attachment, ...], str]:

@@ -11,9 +11,11 @@ others keep serving.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +32,14 @@ from gateway.file_prompts import (
     MAX_FILE_BYTES,
     Attachment,
     FilePrompt,
+    Format,
     PromptFileError,
     RenderError,
+    format_of,
     kind_of,
     parse_prompt_file,
 )
+from gateway.prompt_formats.common import valid_name
 
 log = structlog.get_logger("gateway.files")
 
@@ -74,41 +79,94 @@ async def _render_off_the_loop(prompt: FilePrompt, values: dict[str, str]) -> li
 INVALID_PARAMS = -32602
 
 
-def scan(root: Path) -> tuple[dict[str, FilePrompt], dict[str, str]]:
-    """Every prompt file under ``root`` (hidden directories skipped, except ``.claude/commands``), and
-    the problems of those that cannot be served, by relative path."""
-    prompts: dict[str, FilePrompt] = {}
-    problems: dict[str, str] = {}
+_TOOL_FOLDERS = {".claude": {"commands", "skills"}, ".github": {"prompts"}}
+"""Hidden directories read anyway, and only these folders of them: where Claude Code and VS Code keep
+their files in a repository."""
+_TOOL_SEGMENTS = frozenset({".claude", "commands", "skills", ".github", "prompts"})
+
+
+@dataclass
+class Scanned:
+    """A directory read: its prompts by name, the problems of the files that cannot be served (by path),
+    and notes on files served otherwise than they ask (renamed, front matter read leniently)."""
+
+    prompts: dict[str, FilePrompt] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def scan(root: Path, directory_format: Format = "auto") -> Scanned:
+    """Every prompt file under ``root`` (hidden directories skipped, except where the tools keep theirs)."""
+    scanned = Scanned()
     resolved_root = root.resolve()
-    count = 0
+    if directory_format == "auto":
+        directory_format = format_of(resolved_root.as_posix())
     attached = _Attached(root, resolved_root)
+    tool_files: list[FilePrompt] = []
+    for relative in _prompt_files(root, directory_format, scanned):
+        try:
+            prompt = parse_prompt_file(
+                relative, _read_confined(root / relative, resolved_root, relative), directory_format
+            )
+            if prompt.attachments:
+                prompt = prompt.attach([attached.content(relative, a) for a in prompt.attachments])
+        except PromptFileError as exc:
+            scanned.problems[relative] = str(exc)
+            continue
+        if prompt.note:
+            scanned.notes.append(prompt.note)
+        if prompt.kind != "template":
+            tool_files.append(prompt)
+        elif prompt.name in scanned.prompts:
+            taken = scanned.prompts[prompt.name].source
+            scanned.problems[relative] = f"{relative}: the name {prompt.name!r} is taken by {taken}"
+        else:
+            scanned.prompts[prompt.name] = prompt
+    for prompt in sorted(tool_files, key=lambda p: (p.source.count("/"), p.source)):  # the shallowest keeps its name
+        name = _free_name(prompt, scanned.prompts)
+        if name != prompt.name:
+            taken_by = scanned.prompts[prompt.name].source
+            scanned.notes.append(f"{prompt.source}: {prompt.name!r} is taken by {taken_by}: served as {name!r}")
+            prompt = dataclasses.replace(prompt, name=name)
+        scanned.prompts[name] = prompt
+    return scanned
+
+
+def _prompt_files(root: Path, directory_format: Format, scanned: Scanned) -> Iterator[str]:
+    """The relative paths of the prompt files, in order, at most ``MAX_FILES`` (a problem says so)."""
+    count = 0
     for directory, subdirectories, files in os.walk(root, followlinks=False):
         relative_dir = Path(directory).relative_to(root).as_posix()
-        in_claude = relative_dir.rsplit("/", 1)[-1] == ".claude"  # only its commands/ holds prompts
-        if in_claude:
-            subdirectories[:] = [d for d in subdirectories if d == "commands"]
-        else:
-            subdirectories[:] = sorted(d for d in subdirectories if not d.startswith(".") or d == ".claude")
-        for file_name in [] if in_claude else sorted(files):
+        parent = relative_dir.rsplit("/", 1)[-1]
+        if parent in _TOOL_FOLDERS:  # only the tool's own folders of it hold prompts
+            subdirectories[:] = sorted(d for d in subdirectories if d in _TOOL_FOLDERS[parent])
+            continue
+        subdirectories[:] = sorted(d for d in subdirectories if not d.startswith(".") or d in _TOOL_FOLDERS)
+        for file_name in sorted(files):
             relative = file_name if relative_dir == "." else f"{relative_dir}/{file_name}"
-            if kind_of(relative) is None:
+            if kind_of(relative, directory_format) is None:
                 continue
             count += 1
             if count > MAX_FILES:
-                problems[relative] = f"{relative}: more than {MAX_FILES} prompt files; the rest are not read"
-                return prompts, problems
-            try:
-                prompt = parse_prompt_file(relative, _read_confined(root / relative, resolved_root, relative))
-                if prompt.attachments:
-                    prompt = prompt.attach([attached.content(relative, a) for a in prompt.attachments])
-            except PromptFileError as exc:
-                problems[relative] = str(exc)
-                continue
-            if prompt.name in prompts:
-                problems[relative] = f"{relative}: the name {prompt.name!r} is taken by {prompts[prompt.name].source}"
-                continue
-            prompts[prompt.name] = prompt
-    return prompts, problems
+                scanned.problems[relative] = f"{relative}: more than {MAX_FILES} prompt files; the rest are not read"
+                return
+            yield relative
+
+
+def _free_name(prompt: FilePrompt, taken: Mapping[str, FilePrompt]) -> str:
+    """The prompt's name, or where it is taken, the name qualified by its folders (``frontend-component``
+    for ``.claude/commands/frontend/component.md``), then numbered."""
+    if prompt.name not in taken:
+        return prompt.name
+    folders = [part for part in prompt.source.split("/")[:-1] if part not in _TOOL_SEGMENTS]
+    if prompt.source.endswith("/SKILL.md"):
+        folders = folders[:-1]  # a skill's folder is its name already
+    base = valid_name("-".join([*folders, prompt.name])) if folders else prompt.name
+    candidate, number = base, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{base}-{number}"
+    return candidate
 
 
 class _Attached:
@@ -177,6 +235,7 @@ class FilePromptSource:
         self._on_change = on_change
         self.prompts: dict[str, FilePrompt] = {}
         self.problems: dict[str, str] = {}
+        self.notes: list[str] = []
         self.state = "starting"
         self.last_error: str | None = None
         self._settled = anyio.Event()
@@ -191,14 +250,17 @@ class FilePromptSource:
 
     def _load(self) -> None:
         if not self._root.is_dir():
-            self.prompts, self.problems = {}, {}
+            self.prompts, self.problems, self.notes = {}, {}, []
             self.state, self.last_error = "failed", f"{self._root} is not a directory"
             return
-        self.prompts, self.problems = scan(self._root)
+        scanned = scan(self._root, self.settings.format)
+        self.prompts, self.problems, self.notes = scanned.prompts, scanned.problems, scanned.notes
         self.state = "ready"
         self.last_error = "; ".join(self.problems.values()) or None
         for problem in self.problems.values():
             log.warning("prompt_file_broken", upstream=self.namespace, problem=problem)
+        for note in self.notes:
+            log.info("prompt_file_note", upstream=self.namespace, note=note)
 
     async def run(self) -> None:
         """Load, then reload on every change until cancelled (watching only where ``watch`` is on)."""

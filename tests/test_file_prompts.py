@@ -62,15 +62,21 @@ def test_a_template_file_lists_and_renders_with_roles_defaults_and_allowed_value
 
 
 def test_claude_code_commands_and_vscode_prompt_files() -> None:
+    """Positionals are 0-based since Claude Code's 2026 rules ($1 is the second word); VS Code files also
+    take what follows the command (``arguments``), appended."""
     command = parse_prompt_file(
         ".claude/commands/fix-issue.md", "---\ndescription: Fix an issue\n---\nFix issue $ARGUMENTS now ($1)."
     )
     assert command.name == "fix-issue"
     assert [a.name for a in command.arguments] == ["arguments"]
-    assert command.render({"arguments": "123 urgent"})[0]["content"]["text"] == "Fix issue 123 urgent now (123)."
+    assert command.render({"arguments": "123 urgent"})[0]["content"]["text"] == "Fix issue 123 urgent now (urgent)."
     vscode = parse_prompt_file("docs/explain.prompt.md", "Explain ${input:topic:What to explain} to ${input:audience}.")
     assert vscode.name == "explain"
-    assert [(a.name, a.required) for a in vscode.arguments] == [("topic", True), ("audience", True)]
+    assert [(a.name, a.required) for a in vscode.arguments] == [
+        ("topic", True),
+        ("audience", True),
+        ("arguments", False),
+    ]
     assert vscode.render({"topic": "TLS", "audience": "a child"})[0]["content"]["text"] == "Explain TLS to a child."
 
 
@@ -138,7 +144,8 @@ def test_a_symbolic_link_out_of_the_directory_and_a_broken_file_leave_the_rest_s
     secret.write_text("the secret")
     (root / "leak.md").symlink_to(secret)
     (root / "notes.txt").write_text("not a prompt")
-    prompts, problems = scan(root)
+    scanned = scan(root)
+    prompts, problems = scanned.prompts, scanned.problems
     assert sorted(prompts) == ["hello"]
     assert problems["broken.md"].startswith("broken.md:1: template syntax")
     assert "outside the prompt directory" in problems["leak.md"]
@@ -153,7 +160,8 @@ def test_of_hidden_directories_only_claude_commands_are_read(tmp_path: Path) -> 
     (root / ".claude" / "CLAUDE.md").write_text("project memory, not a prompt")
     (root / ".git" / "notes.md").write_text("not a prompt")
     (root / "team" / "hello.md").write_text("Hello")
-    prompts, problems = scan(root)
+    scanned = scan(root)
+    prompts, problems = scanned.prompts, scanned.problems
     assert sorted(prompts) == ["fix", "hello"]
     assert problems == {}
 
@@ -178,7 +186,8 @@ def test_images_and_resources_by_relative_path_become_messages_of_their_section(
         "Explain {{ topic }}.\n<!-- image: img/flow.png -->\n"
         "<!-- assistant -->\nUsing:\n<!-- resource: ../style.md -->\n"
     )
-    prompts, problems = scan(tmp_path)
+    scanned = scan(tmp_path)
+    prompts, problems = scanned.prompts, scanned.problems
     assert problems == {}
     messages = prompts["explain"].render({"topic": "<!-- image: img/flow.png -->"})  # an argument cannot attach
     assert [(m["role"], m["content"]["type"]) for m in messages] == [
@@ -217,7 +226,8 @@ def test_an_attachment_that_is_not_a_file_in_the_directory_is_the_files_problem(
     (tmp_path / "secret.txt").write_text("secret")
     (root / "out").symlink_to(tmp_path / "secret.txt")
     (root / "p.md").write_text(f"Intro\n\n{marker}\n")
-    prompts, problems = scan(root)
+    scanned = scan(root)
+    prompts, problems = scanned.prompts, scanned.problems
     assert "p" not in prompts
     assert problems["p.md"].startswith("p.md:3: ")
     assert problem in problems["p.md"]
@@ -246,6 +256,7 @@ def test_what_a_directory_embeds_is_bounded_altogether_and_read_once(
     (tmp_path / "a.md").write_text("<!-- resource: one.txt -->")
     (tmp_path / "b.md").write_text("<!-- resource: one.txt -->")  # the same file again: no more bytes
     (tmp_path / "c.md").write_text("<!-- resource: two.txt -->")
-    prompts, problems = scan(tmp_path)
+    scanned = scan(tmp_path)
+    prompts, problems = scanned.prompts, scanned.problems
     assert sorted(prompts) == ["a", "b"]
     assert problems == {"c.md": "c.md:1: the directory's attachments would pass 100 bytes"}

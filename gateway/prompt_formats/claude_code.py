@@ -1,0 +1,105 @@
+"""Claude Code's command files (``.claude/commands/**/*.md``) and skills (``.claude/skills/<name>/SKILL.md``),
+read by the rules of Claude Code's documentation on skills and slash commands as of 2026-12 (commands
+and skills "are loaded identically"):
+
+- ``$ARGUMENTS`` is everything typed after the command, as typed.
+- ``$ARGUMENTS[N]`` and its shorthand ``$N`` are the N-th argument, **0-based**, the arguments split
+  shell-style (quotes group words and are removed; unbalanced quotes fall back to splitting on
+  whitespace). One out of range is empty.
+- ``$name`` is a named argument when the front matter lists ``arguments`` (a YAML list, or names
+  separated by spaces), mapped to the positions in order.
+- When the body has none of these and arguments are given, they are appended as ``ARGUMENTS: <value>``.
+- The gateway's reading: ``\\$ARGUMENTS``, ``\\$0``, ``\\$name`` (a backslash before a placeholder) are
+  the placeholder's own text, unsubstituted.
+
+Substitution is one pass: what a value contains (``$5``, ``$1``, ``$ARGUMENTS``) reaches the model as it
+is. What only Claude Code itself can resolve passes through untouched: ``!`command``` (never run here),
+``@file`` references, ``${CLAUDE_SESSION_ID}``, ``${CLAUDE_SKILL_DIR}``, ``${CLAUDE_EFFORT}``.
+
+The front matter's ``description`` is the description (else the body's first line, Claude Code's
+default) and ``argument-hint`` describes the arguments; the other keys (``allowed-tools``, ``model``,
+``disable-model-invocation``...) steer Claude Code and mean nothing to an MCP client.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gateway.prompt_formats.common import Argument, FrontMatter, as_names, first_line, text_of
+
+ARGUMENTS = "arguments"
+"""The MCP argument holding what a person would type after the command."""
+_NAMED = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_BUILT_IN = r"ARGUMENTS\[(?P<index>\d+)\]|ARGUMENTS|(?P<short>\d+)"
+
+
+@dataclass(frozen=True)
+class ClaudeCommand:
+    """One command's body and how arguments fill it in."""
+
+    body: str
+    names: tuple[str, ...] = ()
+
+    @property
+    def _placeholder(self) -> re.Pattern[str]:
+        named = "|".join(re.escape(n) for n in sorted(self.names, key=len, reverse=True))
+        forms = _BUILT_IN + (f"|(?P<name>{named})(?![A-Za-z0-9_])" if named else "")
+        return re.compile(rf"(?P<escaped>\\)?\$(?:{forms})")
+
+    @property
+    def has_placeholders(self) -> bool:
+        return any(m.group("escaped") is None for m in self._placeholder.finditer(self.body))
+
+    def arguments(self, hint: str | None) -> tuple[Argument, ...]:
+        """What an MCP client is offered: each named argument (described by its part of the hint, when
+        the hint has one bracketed part per name), or the one ``arguments`` text."""
+        if self.names:
+            parts = re.findall(r"\[([^\]]*)\]", hint or "")
+            described = parts if len(parts) == len(self.names) else [None] * len(self.names)
+            return tuple(Argument(name, part) for name, part in zip(self.names, described, strict=True))
+        return (Argument(ARGUMENTS, hint or "what follows the command, as you would type it", default=""),)
+
+    def render_text(self, values: Mapping[str, str]) -> str:
+        if self.names:
+            words = [values.get(name, "") for name in self.names]
+            while words and not words[-1]:
+                words.pop()
+            raw = " ".join(shlex.quote(w) if not w or any(c.isspace() for c in w) else w for w in words)
+        else:
+            raw = values.get(ARGUMENTS, "")
+            words = split_arguments(raw)
+        named = dict(zip(self.names, words, strict=False))
+
+        def substitute(match: re.Match[str]) -> str:
+            if match.group("escaped") is not None:
+                return match.group(0)[1:]
+            if match.group("index") is not None or match.group("short") is not None:
+                index = int(match.group("index") or match.group("short"))
+                return words[index] if index < len(words) else ""
+            if match.groupdict().get("name") is not None:
+                return named.get(match.group("name"), "")
+            return raw
+
+        text = self._placeholder.sub(substitute, self.body)
+        if raw.strip() and not self.has_placeholders:
+            text = f"{text.rstrip()}\n\nARGUMENTS: {raw}"
+        return text
+
+
+def split_arguments(raw: str) -> list[str]:
+    """Shell-style words (quotes group and are removed); plain whitespace where the quoting is broken."""
+    try:
+        return shlex.split(raw)
+    except ValueError:
+        return raw.split()
+
+
+def read(front: FrontMatter) -> tuple[ClaudeCommand, str | None, tuple[Argument, ...]]:
+    """The command, its description and its arguments, from a file's front matter and body."""
+    names = tuple(n for n in as_names(front.meta.get("arguments")) if _NAMED.match(n))
+    command = ClaudeCommand(front.body, names)
+    description = text_of(front.meta, "description") or first_line(front.body)
+    return command, description, command.arguments(text_of(front.meta, "argument-hint"))
