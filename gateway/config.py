@@ -363,9 +363,10 @@ class FilesUpstream(_UpstreamSettings):
     transport: Literal["files"]
     path: str = Field(min_length=1)
     watch: bool = True
-    format: Literal["auto", "claude-code", "vscode", "template"] = "auto"
+    format: Literal["auto", "claude-code", "claude-plugin", "vscode", "template"] = "auto"
     """What the directory holds: ``auto`` reads each file by its name and place (``.claude/commands/``
-    and a directory inside one: Claude Code's commands; ``*.prompt.md``: VS Code's; else templates)."""
+    and a directory inside one: Claude Code's commands; a Claude Code plugin's ``commands/`` and
+    ``skills/``; ``*.prompt.md``: VS Code's; else templates)."""
 
 
 def _transport_of(value: Any) -> str:

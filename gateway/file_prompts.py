@@ -53,8 +53,9 @@ MAX_ATTACHMENT_BYTES = 1024 * 1024
 MAX_ATTACHMENTS = 16
 
 Kind = Literal["template", "claude-command", "vscode-prompt"]
-Format = Literal["auto", "claude-code", "vscode", "template"]
-"""What a directory holds: ``auto`` tells each file's kind by its name and place."""
+Format = Literal["auto", "claude-code", "claude-plugin", "vscode", "template"]
+"""What a directory holds: ``auto`` tells each file's kind by its name and place; ``claude-plugin`` (a
+Claude Code plugin: ``.claude-plugin/`` beside ``commands/`` and ``skills/``) is found by looking."""
 
 
 class PromptFileError(Exception):
@@ -214,6 +215,10 @@ def kind_of(relative: str, directory_format: Format = "auto") -> Kind | None:
     not a prompt file). ``directory_format`` is the configured ``format``, or what ``format_of`` found."""
     parts = relative.split("/")
     if not parts[-1].endswith(".md"):
+        return None
+    if directory_format == "claude-plugin":  # its commands/ and skills/, nothing else
+        if parts[0] == "commands" or (parts[0] == "skills" and parts[-1] == "SKILL.md" and len(parts) == 3):
+            return "claude-command"
         return None
     if directory_format != "auto":
         if directory_format == "vscode":

@@ -100,7 +100,8 @@ def scan(root: Path, directory_format: Format = "auto") -> Scanned:
     scanned = Scanned()
     resolved_root = root.resolve()
     if directory_format == "auto":
-        directory_format = format_of(resolved_root.as_posix())
+        plugin = (root / ".claude-plugin").is_dir()
+        directory_format = "claude-plugin" if plugin else format_of(resolved_root.as_posix())
     attached = _Attached(root, resolved_root)
     tool_files: list[FilePrompt] = []
     for relative in _prompt_files(root, directory_format, scanned):

@@ -107,7 +107,7 @@ def valid_name(wanted: str) -> str:
     Store Reviewer`` → ``Apple-App-Store-Reviewer``, ``svelte:a11y`` → ``svelte-a11y``)."""
     folded = unicodedata.normalize("NFKD", wanted)
     ascii_only = "".join(ch for ch in folded if not unicodedata.combining(ch))
-    name = _NOT_NAME.sub("-", ascii_only).strip("-.")[:MAX_NAME_CHARS].strip("-.")
+    name = re.sub(r"-{2,}", "-", _NOT_NAME.sub("-", ascii_only)).strip("-.")[:MAX_NAME_CHARS].strip("-.")
     return name or "prompt"
 
 

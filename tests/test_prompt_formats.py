@@ -1,0 +1,198 @@
+"""Claude Code and VS Code prompt files read by their tools' own rules, on a corpus in our own words of
+every form seen in real collections (namespaced folders, colons and spaces in names, hints that are not
+YAML, GitHub Actions expressions, skills, plugins, editor variables). Values reach the model unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.file_prompts import FilePrompt, parse_prompt_file
+from gateway.file_source import scan
+from gateway.prompt_formats.common import valid_name
+
+
+def text(prompt: FilePrompt, **values: str) -> str:
+    rendered = prompt.render(values)
+    assert len(rendered) == 1
+    return str(rendered[0]["content"]["text"])
+
+
+def command(body: str, path: str = ".claude/commands/c.md") -> FilePrompt:
+    return parse_prompt_file(path, body)
+
+
+@pytest.mark.parametrize(
+    ("body", "typed", "expected"),
+    [
+        ("Fix $ARGUMENTS.", "issue 42", "Fix issue 42."),
+        ("First $0, second $1, third $2.", "a b", "First a, second b, third ."),  # 0-based; one past the end: empty
+        ("PR $ARGUMENTS[0] at $ARGUMENTS[1]", 'one "two words"', "PR one at two words"),  # shell-style words
+        ("Quote $0", "it's broken", "Quote it's"),  # an unbalanced quote: plain whitespace split
+        ("No placeholder here.", "extra text", "No placeholder here.\n\nARGUMENTS: extra text"),
+        ("No placeholder here.", "", "No placeholder here."),
+        (r"Literal \$ARGUMENTS and \$0, then $0", "x", "Literal $ARGUMENTS and $0, then x"),
+        (
+            "Deploy ${{ github.sha }} with !`git status` and @src/a.py",
+            "",
+            "Deploy ${{ github.sha }} with !`git status` and @src/a.py",
+        ),
+        (
+            "Session ${CLAUDE_SESSION_ID} in ${CLAUDE_SKILL_DIR}: $ARGUMENTS",
+            "go",
+            "Session ${CLAUDE_SESSION_ID} in ${CLAUDE_SKILL_DIR}: go",
+        ),
+        (
+            "{% if x %}Jinja is not Claude Code's{% endif %} {{ y }} $0",
+            "z",
+            "{% if x %}Jinja is not Claude Code's{% endif %} {{ y }} z",
+        ),
+    ],
+)
+def test_claude_code_substitutions(body: str, typed: str, expected: str) -> None:
+    prompt = command(body)
+    assert [a.name for a in prompt.arguments] == ["arguments"]
+    assert text(prompt, arguments=typed) == expected
+
+
+def test_values_are_substituted_once() -> None:
+    """``render --arg 'arguments=the price is $5 and awk $1 breaks'`` gave ``the price is and and awk the breaks``."""
+    typed = "the price is $5 and awk $1 breaks"
+    assert text(command("Say: $ARGUMENTS"), arguments=typed) == f"Say: {typed}"
+    assert text(command("First word: $0; all: $ARGUMENTS"), arguments=typed) == f"First word: the; all: {typed}"
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80))
+def test_a_persons_text_reaches_the_model_unchanged(typed: str) -> None:
+    assert text(command("<<$ARGUMENTS>>"), arguments=typed) == f"<<{typed}>>".strip()
+    vscode = parse_prompt_file("p.prompt.md", "<<${input:what}>>")
+    assert text(vscode, what=typed) == f"<<{typed}>>".strip()
+
+
+def test_named_arguments_from_the_front_matter() -> None:
+    prompt = command(
+        "---\narguments: component source target\nargument-hint: [name] [from] [to]\n---\n"
+        "Move $component from $source to $target ($ARGUMENTS; first $0; $targets stays)"
+    )
+    assert [(a.name, a.description) for a in prompt.arguments] == [
+        ("component", "name"),
+        ("source", "from"),
+        ("target", "to"),
+    ]
+    rendered = text(prompt, component="Search Bar", source="React", target="Vue")
+    assert rendered == "Move Search Bar from React to Vue ('Search Bar' React Vue; first Search Bar; $targets stays)"
+    listed = command("---\narguments: [a, b]\n---\n$a/$b")
+    assert text(listed, a="1") == "1/"
+
+
+@pytest.mark.parametrize(
+    ("front", "description", "hint"),
+    [
+        ("argument-hint: [message]", "Commit the work.", "[message]"),  # a YAML list: Claude Code's own example
+        ("argument-hint: [pr-number] [priority] [assignee]", "Commit the work.", "[pr-number] [priority] [assignee]"),
+        (
+            "description: Review: the whole diff\nargument-hint: <files>",
+            "Review: the whole diff",
+            "<files>",
+        ),  # not YAML
+        ("description: [unclosed", "[unclosed", None),  # broken: read line by line, never refused
+    ],
+)
+def test_front_matter_is_read_as_claude_code_reads_it(front: str, description: str, hint: str | None) -> None:
+    prompt = command(f"---\n{front}\n---\n# Commit the work.\n\nThen push.")
+    assert prompt.description == description
+    assert prompt.arguments[0].description == (hint or "what follows the command, as you would type it")
+
+
+def test_a_command_without_description_is_described_by_its_first_line() -> None:
+    assert command("\n\n## Refactor the module\nKeep behaviour.").description == "Refactor the module"
+
+
+@pytest.mark.parametrize(
+    ("wanted", "served"),
+    [
+        ("Apple App Store Reviewer", "Apple-App-Store-Reviewer"),
+        ("svelte:a11y", "svelte-a11y"),
+        ("Python - Production Code", "Python-Production-Code"),
+        (".NET Upgrade", "NET-Upgrade"),
+        ("{{SKILL_NAME}}", "SKILL_NAME"),
+        ("Ünïcödé näme", "Unicode-name"),
+        ("???", "prompt"),
+    ],
+)
+def test_names_that_are_not_prompt_names_are_made_into_one(wanted: str, served: str) -> None:
+    assert valid_name(wanted) == served
+    prompt = parse_prompt_file(".github/prompts/x.prompt.md", f"---\nname: {wanted!r}\n---\nbody")
+    assert prompt.name == served
+    assert prompt.note is not None
+    assert served in prompt.note
+
+
+def test_vscode_inputs_and_editor_variables() -> None:
+    prompt = parse_prompt_file(
+        ".github/prompts/explain.prompt.md",
+        "---\ndescription: Explain code\nargument-hint: what to focus on\nmode: agent\ntools: ['codebase']\n---\n"
+        "Explain ${selection} from ${file} for ${input:audience:Who reads it} "
+        "in ${input:tone:Tone (optional)}; see #file:README.md and ${unknownVariable}.",
+    )
+    listed = {a.name: (a.required, a.description) for a in prompt.arguments}
+    assert listed == {
+        "selection": (False, "the text selected in the editor"),
+        "file": (False, "the path of the file open in the editor"),
+        "audience": (True, "Who reads it"),
+        "tone": (False, "Tone (optional)"),
+        "arguments": (False, "what to focus on"),
+    }
+    assert text(prompt, selection="x = 1", audience="juniors", arguments="be brief") == (
+        "Explain x = 1 from ${file} for juniors in ${input:tone:Tone (optional)}; "
+        "see #file:README.md and ${unknownVariable}.\n\nbe brief"
+    )
+
+
+def write(root: Path, relative: str, content: str) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+
+
+def test_a_repository_with_the_tools_folders_is_served_whole(tmp_path: Path) -> None:
+    """As collections are installed: a project's .claude/commands/ (folders are namespaces), skills,
+    .github/prompts/; two commands of one name in two folders both served."""
+    write(tmp_path, ".claude/commands/frontend/component.md", "Build the component $ARGUMENTS.\nUse ${{ github.sha }}.")
+    write(tmp_path, ".claude/commands/backend/component.md", "---\ndescription: A backend component\n---\n$ARGUMENTS")
+    write(tmp_path, ".claude/commands/svelte/svelte:a11y.md", "---\nargument-hint: [file]\n---\nAudit $0")
+    write(tmp_path, ".claude/commands/broken.md", "---\ndescription: a: b: c\n  - nope\n---\nStill served.")
+    write(tmp_path, ".claude/skills/release/SKILL.md", "---\nname: ship-it\ndescription: Ship\n---\nShip $ARGUMENTS")
+    write(tmp_path, ".claude/skills/release/reference.md", "Not a prompt: a skill's supporting file.")
+    write(tmp_path, ".claude/settings.md", "Not in a tool's folder.")
+    write(tmp_path, ".github/prompts/review.prompt.md", "Review ${input:pr}")
+    write(tmp_path, ".github/workflows/notes.md", "Not in a tool's folder.")
+    write(tmp_path, "team/hello.md", "Hello {{ who }}")  # our own format, beside them
+    scanned = scan(tmp_path)
+    assert scanned.problems == {}
+    served = ["broken", "component", "frontend-component", "hello", "review", "ship-it", "svelte-a11y"]
+    assert sorted(scanned.prompts) == served
+    assert scanned.prompts["component"].source == ".claude/commands/backend/component.md"  # first in order keeps it
+    assert scanned.prompts["frontend-component"].description == "Build the component $ARGUMENTS."
+    assert scanned.prompts["broken"].description == "a: b: c"  # not YAML: read line by line
+    assert {p.kind for n, p in scanned.prompts.items() if n != "hello"} <= {"claude-command", "vscode-prompt"}
+    assert scanned.prompts["hello"].kind == "template"
+    assert any("served as 'frontend-component'" in note for note in scanned.notes)
+
+
+def test_a_directory_inside_claude_commands_and_a_plugin_are_claude_codes(tmp_path: Path) -> None:
+    home_commands = tmp_path / "home" / ".claude" / "commands"
+    write(home_commands, "tools/refactor.md", "Refactor {{ not jinja }} $ARGUMENTS")
+    scanned = scan(home_commands)
+    assert [(p.name, p.kind) for p in scanned.prompts.values()] == [("refactor", "claude-command")]
+    plugin = tmp_path / "plugin"
+    write(plugin, ".claude-plugin/plugin.json", '{"name": "p"}')
+    write(plugin, "commands/plan.md", "---\nname: p:plan\n---\nPlan $ARGUMENTS")
+    write(plugin, "skills/tidy/SKILL.md", "Tidy up")
+    write(plugin, "README.md", "Not a prompt in a plugin")
+    scanned = scan(plugin)
+    assert sorted(scanned.prompts) == ["p-plan", "tidy"]
+    assert scan(home_commands, "template").prompts["refactor"].kind == "template"  # said otherwise: obeyed
