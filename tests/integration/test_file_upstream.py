@@ -151,3 +151,22 @@ async def test_a_prompt_file_embeds_an_image_and_a_text_file(tmp_path: Path) -> 
     assert isinstance(resource, t.EmbeddedResource)
     assert isinstance(resource.resource, t.TextResourceContents)
     assert resource.resource.text == "Use short sentences."
+
+
+async def test_check_waits_for_a_large_directory_however_long_its_scan_takes(tmp_path: Path) -> None:
+    """1,500 templates take a couple of seconds to read here: check (and list, render) gave up after one
+    and showed 0 prompts."""
+    root = tmp_path / "many"
+    root.mkdir()
+    template = (
+        "---\ndescription: Prompt {i}\narguments:\n  - name: code\n    required: true\n---\n"
+        "{{% for line in code.splitlines() %}}{{{{ loop.index }}}}: {{{{ line }}}}\n{{% endfor %}}\n"
+        "Review {{{{ code }}}} in {{{{ language | default('python') }}}}.\n"
+    )
+    for i in range(1500):
+        (root / f"p{i:04}.md").write_text(template.format(i=i))
+    config = write_config(tmp_path / "c.toml", [{"namespace": "many", "transport": "files", "path": str(root)}])
+    result = await anyio.run_process(gateway_command(config, "check"), cwd=ROOT, check=False)
+    row = next(line for line in result.stdout.decode().splitlines() if line.startswith("many "))
+    assert row.split()[1:4] == ["files", "ready", "1500"], row
+    assert result.returncode == 0
