@@ -18,6 +18,7 @@ States (the whole machine lives in ``_TRANSITIONS``):
 from __future__ import annotations
 
 import random
+import re
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -88,6 +89,29 @@ server that ignores requests before ``initialize`` never answers: the spec's leg
 itself stays pending for the upstream's whole ``timeout_s``: an answer that comes late still counts."""
 
 STDERR_TAIL_LINES = 5
+HEALTH_CHECK_S = 5.0
+"""How often a remote upstream is asked whether it is still there."""
+_CRASH = re.compile(r"^Traceback \(most recent call last\)|validation errors? for |^\w*Error: ")
+"""A line a Python server writes to stderr as it crashes (what mcp <= 1.8.1 servers print on the
+probe, and then wait for the next line before exiting)."""
+
+
+async def _first_of(*events: anyio.Event) -> None:
+    """Until one of the events is set."""
+    async with anyio.create_task_group() as tg:
+
+        async def wait(event: anyio.Event) -> None:
+            await event.wait()
+            tg.cancel_scope.cancel()
+
+        for event in events:
+            tg.start_soon(wait, event)
+
+
+def _closed_reason(stream: MessageStream | None) -> str | None:
+    reason = getattr(stream, "closed_reason", None)
+    return reason if isinstance(reason, str) else None
+
 
 CLIENT_INFO = {"name": "mcp-prompt-gateway", "version": __version__}
 
@@ -228,6 +252,7 @@ class UpstreamConnector:
         self._stable_after_s = stable_after_s  # up this long: a later drop starts the backoff afresh
         self._ready_since: float | None = None
         self._handshake_only = False  # set once the server died on the probe
+        self._guessed_handshake_only = False  # set from its stderr alone: undone if it then proves modern
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._slots = anyio.Semaphore(max_in_flight)
         self._max_in_flight = max_in_flight
@@ -243,6 +268,9 @@ class UpstreamConnector:
         self._settled = anyio.Event()
         self._listening = False  # a modern server acknowledged our subscriptions/listen
         self._listen_scope: anyio.CancelScope | None = None
+        self._stream: MessageStream | None = None  # the connection's transport, while there is one
+        self._ready_again = anyio.Event()  # set each time the connector becomes ready
+        self._probe_crashed = anyio.Event()  # the server printed a crash while the probe was pending
 
     # ---- what the catalog sees ------------------------------------------------------------------
 
@@ -274,6 +302,20 @@ class UpstreamConnector:
         return isinstance(self.capabilities.get("completions"), dict)
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """Send a request. Where the server lost our session (it restarted), the connection is made
+        afresh and the request tried once more: every method sent upstream only reads."""
+        stream = self._stream
+        try:
+            return await self._request_once(method, params)
+        except UpstreamUnavailable:
+            if stream is None or not getattr(stream, "session_lost", False):
+                raise
+            with anyio.move_on_after(self.settings.timeout_s):
+                while self._stream is stream or not self.ready:
+                    await self._ready_again.wait()
+            return await self._request_once(method, params)
+
+    async def _request_once(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         peer = self._peer
         if peer is None or not self.ready:
             raise UpstreamUnavailable(self.namespace, f"is not connected (state: {self.state})")
@@ -321,6 +363,9 @@ class UpstreamConnector:
         self._log.info("upstream_state", state=state, **details)
         if state != "starting":
             self._settled.set()
+        if state == "ready":
+            self._ready_again.set()
+            self._ready_again = anyio.Event()
         if was_ready or state == "ready":
             self._on_change(self.namespace)
 
@@ -330,8 +375,7 @@ class UpstreamConnector:
             while True:
                 self._ready_since = None
                 try:
-                    await self._connect_and_serve()
-                    reason = "connection closed"
+                    reason = await self._connect_and_serve()
                 except HandshakeFailed as exc:
                     self.last_error = str(exc)
                     self._enter("failed", error=self.last_error)
@@ -383,11 +427,14 @@ class UpstreamConnector:
             ) as sse_stream:
                 yield sse_stream, {"url": _without_credentials(settings.url)}
 
-    async def _connect_and_serve(self) -> None:
-        """One connection's life. A failure is re-raised only after the task groups have closed, so the
-        supervisor sees the typed error rather than an ExceptionGroup."""
+    async def _connect_and_serve(self) -> str:
+        """One connection's life, and why it ended. A failure is re-raised only after the task groups have
+        closed, so the supervisor sees the typed error rather than an ExceptionGroup."""
         failure: HandshakeFailed | UpstreamError | None = None
+        self._probe_crashed = anyio.Event()
+        self._drop_reason: str | None = None
         async with self._open() as (stream, details):
+            self._stream = stream
             peer = RpcPeer(
                 stream,
                 on_request=self._on_server_request,
@@ -406,6 +453,8 @@ class UpstreamConnector:
                     self._acknowledged = False
                     if self.modern and self.declares_list_changed:
                         tg.start_soon(self._listen, peer)
+                    if isinstance(self.settings, HttpUpstream):
+                        tg.start_soon(self._check_health, peer, stream)
                     await peer.wait_closed()
                 except (HandshakeFailed, UpstreamError) as exc:
                     failure = exc
@@ -413,8 +462,30 @@ class UpstreamConnector:
                     self._peer = None
                     self._listening = False
                     tg.cancel_scope.cancel()
+            self._stream = None
         if failure is not None:
             raise failure
+        return self._drop_reason or _closed_reason(stream) or "connection closed"
+
+    async def _check_health(self, peer: RpcPeer, stream: MessageStream) -> None:
+        """A remote server can go away without a word (no process to watch, a GET stream it may not
+        offer): asked every ``HEALTH_CHECK_S`` whether it is there (``ping``; ``server/discover`` for a
+        2026-07-28 server, which has no ping). No answer in time, or no server: the connection is
+        dropped, the upstream reported down and reconnected with backoff."""
+        method = "server/discover" if self.modern else "ping"
+        while not peer.closed:
+            await anyio.sleep(HEALTH_CHECK_S)
+            try:
+                await peer.request(method, self._for_server(None), timeout=min(self.settings.timeout_s, HEALTH_CHECK_S))
+            except RemoteError:
+                continue  # it answered: it is there
+            except (RequestTimeout, UnusableAnswer):
+                self._drop_reason = f"did not answer {method} within {min(self.settings.timeout_s, HEALTH_CHECK_S)}s"
+                self._log.warning("upstream_unresponsive", method=method)
+                await peer.aclose()
+                return
+            except PeerClosed:
+                return
 
     async def _establish(self, peer: RpcPeer, stream: MessageStream) -> None:
         """Speak the server's era: 2026-07-28 when it answers discovery, else the handshake. In ``auto``
@@ -449,9 +520,15 @@ class UpstreamConnector:
             _set_version(stream, self.protocol_version)
 
     async def _probe_or_handshake(self, peer: RpcPeer, stream: MessageStream, probe: _Probe) -> DiscoverResult | None:
-        """The DiscoverResult of a modern server, or None once the handshake is done."""
+        """The DiscoverResult of a modern server, or None once the handshake is done. A server that prints
+        a crash on stderr while the probe is pending (mcp <= 1.8.1, which then waits for another line
+        before it exits) is restarted for the handshake only at once, not after the probe's patience."""
         with anyio.move_on_after(min(PROBE_PATIENCE_S, self.settings.timeout_s)):
-            await probe.settled.wait()
+            await _first_of(probe.settled, self._probe_crashed)
+        if self._probe_crashed.is_set() and not probe.settled.is_set():
+            self._handshake_only = self._guessed_handshake_only = True
+            message = self._exited("crashed on the server/discover probe") + "; restarting it for the handshake only"
+            raise DiedOnProbe(self.namespace, message)
         if probe.settled.is_set():
             discovered = probe.result()
             if discovered is not None:
@@ -498,6 +575,7 @@ class UpstreamConnector:
                 raise HandshakeFailed(f"refused server/discover: {exc.error.get('message')}") from exc
             return None
         except PeerClosed as exc:
+            self._raise_if_unreachable(exc)
             if required:
                 raise UpstreamUnavailable(self.namespace, self._exited("during discovery")) from exc
             self._handshake_only = True
@@ -554,8 +632,12 @@ class UpstreamConnector:
         except RemoteError as exc:
             if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and probed:
                 raise _ModernOnly(exc.error) from exc  # modern after all: the probe's answer decides
+            if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and self._guessed_handshake_only:
+                self._handshake_only = self._guessed_handshake_only = False  # its stderr misled us: probe again
+                raise UpstreamUnavailable(self.namespace, "is modern after all: probing it again") from exc
             raise HandshakeFailed(f"refused initialize: {exc.error.get('message')}") from exc
         except PeerClosed as exc:
+            self._raise_if_unreachable(exc)
             if probed and not self._handshake_only:
                 self._handshake_only = True
                 message = self._exited("during initialize, after the server/discover probe")
@@ -605,10 +687,19 @@ class UpstreamConnector:
             params = notification.params or {}
             self._log.info("upstream_log", level=params.get("level"), data=params.get("data"))
 
+    def _raise_if_unreachable(self, exc: PeerClosed) -> None:
+        """A remote server that could not be reached (the transport said why) is down, not dead of the
+        probe: reconnected with backoff."""
+        reason = _closed_reason(self._stream)
+        if reason is not None:
+            raise UpstreamUnavailable(self.namespace, reason) from exc
+
     def _log_stderr(self, line: str) -> None:
         if line:
             self._stderr_tail.append(line)
             self._log.info("upstream_stderr", line=line)
+            if self.state == "starting" and _CRASH.search(line):
+                self._probe_crashed.set()
 
     def _exited(self, phase: str) -> str:
         """'exited <phase>', with the last lines the server wrote to stderr: usually the reason."""

@@ -4,8 +4,11 @@ Both look like stdio to the layer above (``send`` a frame, ``receive`` frames), 
 supervisor serve every kind of upstream. Streamable HTTP: each frame is a POST; the answer arrives as
 a JSON body or an SSE stream. Up to 2025-11-25 the session id and protocol-version headers are kept,
 a stream the server closes early is resumed with ``Last-Event-ID``, and a GET stream carries the
-server's own messages; a 404 on an established session ends the stream (the supervisor
-re-initializes). From 2026-07-28 there is no session and no GET stream: every POST carries the
+server's own messages. A session the server no longer knows (404, or a 400 that names the session, as
+server-everything answers after a restart) ends the stream marked ``session_lost`` (the supervisor
+re-initializes and the request is tried once more); a server that cannot be reached at all ends it
+with the reason (the supervisor reconnects with backoff), instead of failing request after request.
+From 2026-07-28 there is no session and no GET stream: every POST carries the
 headers that mirror its body (``Mcp-Method``, ``Mcp-Name``), and a ``notifications/cancelled`` is
 not sent but carried out, by closing the cancelled request's response stream.
 
@@ -132,6 +135,9 @@ class _HttpStream:
         self._in: MemoryObjectSendStream[bytes]
         self._out: MemoryObjectReceiveStream[bytes]
         self._in, self._out = anyio.create_memory_object_stream[bytes](64)
+        self.session_lost = False
+        self.closed_reason: str | None = None
+        """Why the stream ended on its own: the server's session was lost, or it cannot be reached."""
 
     async def _deliver(self, data: bytes) -> None:
         for frame in _frames_of(data):
@@ -168,8 +174,18 @@ class _HttpStream:
     async def _post(self, frame: bytes) -> None:
         raise NotImplementedError
 
-    def _end(self) -> None:
+    def _end(self, reason: str | None = None) -> None:
+        if reason is not None and self.closed_reason is None:
+            self.closed_reason = reason
         self._in.close()
+
+    def _unreachable(self, exc: BaseException) -> bool:
+        """Whether a failed request means the server cannot be reached (ends the stream), rather than
+        that this one request failed (time-outs are the request's: the RPC layer bounds them)."""
+        if isinstance(exc, aiohttp.ClientConnectionError) and not isinstance(exc, aiohttp.ServerTimeoutError):
+            self._end(f"cannot be reached: {describe(exc)}")
+            return True
+        return False
 
     async def receive(self) -> bytes:
         try:
@@ -238,13 +254,15 @@ class StreamableHttpStream(_HttpStream):
                 if session_id is not None and self.session_id is None and not self.modern:
                     self.session_id = session_id
                 if status == 404 and self.session_id is not None:
-                    log.info("upstream_session_expired")
-                    self._end()
+                    self._lose_session(status)
                     return None
                 if status >= 300:  # a redirect left unfollowed (no Location) too
+                    body = await self._read_body(response)
+                    if status == 400 and self.session_id is not None and b"session" in body.lower():
+                        self._lose_session(status)  # server-everything's answer to an id it never issued
+                        return None
                     if request_id is None:
                         return None
-                    body = await self._read_body(response)
                     return _rpc_error_for(body, request_id) or _error_frame(request_id, _status_problem(response))
                 if status == 202 or request_id is None:
                     return None
@@ -254,11 +272,16 @@ class StreamableHttpStream(_HttpStream):
                 else:
                     answer = await self._read_body(response)
         except (*HTTP_ERRORS, _TooLarge, TokenUnavailable) as exc:
-            if request_id is None:
+            if request_id is None or self._unreachable(exc):
                 return None
             return _error_frame(request_id, f"HTTP request failed: {describe(exc)}")
         self._start_listening()
         return answer
+
+    def _lose_session(self, status: int) -> None:
+        log.info("upstream_session_lost", status=status)
+        self.session_lost = True
+        self._end(f"no longer knows our session (HTTP {status})")
 
     async def _read_body(self, response: aiohttp.ClientResponse) -> bytes:
         body = bytearray()
@@ -322,7 +345,7 @@ class StreamableHttpStream(_HttpStream):
                     if status == 405:
                         return  # the server offers no stream: fine, it can still answer requests
                     if status == 404:
-                        self._end()
+                        self._lose_session(status)
                         return
                     if status == 200:
                         delay = 1.0
@@ -332,6 +355,8 @@ class StreamableHttpStream(_HttpStream):
                             if event.data:
                                 await self._deliver(event.data.encode())
             except (*HTTP_ERRORS, httpx.HTTPError) as exc:
+                if self._unreachable(exc):
+                    return
                 log.debug("upstream_stream_dropped", error=describe(exc))
             await anyio.sleep(delay)
             delay = min(delay * 2, 30.0)
@@ -385,6 +410,8 @@ class LegacySseStream(_HttpStream):
             async with await self._post_frame(frame, {"Content-Type": "application/json"}) as response:
                 failed, reason = response.status >= 300, _status_problem(response)
         except (*HTTP_ERRORS, TokenUnavailable) as exc:
+            if self._unreachable(exc):
+                return
             failed, reason = True, f"HTTP request failed: {describe(exc)}"
         if failed and request_id is not None:
             await self._deliver(_error_frame(request_id, reason))
@@ -394,7 +421,7 @@ class LegacySseStream(_HttpStream):
             async for event in events:
                 if event.event == "message" and event.data:
                     await self._deliver(event.data.encode())
-        self._end()
+        self._end("closed its event stream")
 
 
 @asynccontextmanager
