@@ -22,7 +22,7 @@ import re
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -90,8 +90,11 @@ itself stays pending for the upstream's whole ``timeout_s``: an answer that come
 
 STDERR_TAIL_LINES = 5
 HEALTH_CHECK_S = 5.0
+REMOTE_RETRY_MAX_S = 5.0
+"""A remote upstream that is down is tried again at least this often, whatever ``restart_max_s`` says:
+back within seconds of the server listening again."""
 """How often a remote upstream is asked whether it is still there."""
-_CRASH = re.compile(r"^Traceback \(most recent call last\)|validation errors? for |^\w*Error: ")
+_CRASH = re.compile(r"Traceback \(most recent call last\)|validation errors? for |^\w*Error: ")
 """A line a Python server writes to stderr as it crashes (what mcp <= 1.8.1 servers print on the
 probe, and then wait for the next line before exiting)."""
 
@@ -386,7 +389,7 @@ class UpstreamConnector:
                     self.restarts += 1
                     continue  # once, at once: the handshake alone from now on
                 except _connection_failures() as exc:
-                    reason = str(exc) or type(exc).__name__
+                    reason = self._reason_of(exc)
                 self.last_error = reason
                 up_for = None if self._ready_since is None else anyio.current_time() - self._ready_since
                 if up_for is not None and up_for >= self._stable_after_s:
@@ -395,6 +398,8 @@ class UpstreamConnector:
                 if delay is None:
                     self._enter("failed", error=reason)
                     return
+                if isinstance(self.settings, HttpUpstream):  # a reconnection costs no process start
+                    delay = min(delay, REMOTE_RETRY_MAX_S)
                 self._enter("backing-off", error=reason, retry_in_s=round(delay, 2))
                 await anyio.sleep(delay)
                 self.restarts += 1
@@ -523,8 +528,13 @@ class UpstreamConnector:
         """The DiscoverResult of a modern server, or None once the handshake is done. A server that prints
         a crash on stderr while the probe is pending (mcp <= 1.8.1, which then waits for another line
         before it exits) is restarted for the handshake only at once, not after the probe's patience."""
-        with anyio.move_on_after(min(PROBE_PATIENCE_S, self.settings.timeout_s)):
-            await _first_of(probe.settled, self._probe_crashed)
+        pinged = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            if isinstance(self.settings, StdioUpstream):
+                tg.start_soon(self._ping_beside_probe, peer, pinged)
+            with anyio.move_on_after(min(PROBE_PATIENCE_S, self.settings.timeout_s)):
+                await _first_of(probe.settled, self._probe_crashed, pinged)
+            tg.cancel_scope.cancel()
         if self._probe_crashed.is_set() and not probe.settled.is_set():
             self._handshake_only = self._guessed_handshake_only = True
             message = self._exited("crashed on the server/discover probe") + "; restarting it for the handshake only"
@@ -544,6 +554,14 @@ class UpstreamConnector:
                 discovered = await self._discover(peer, required=True)  # asked again, on the same connection
             return discovered
         return None
+
+    async def _ping_beside_probe(self, peer: RpcPeer, pinged: anyio.Event) -> None:
+        """A ``ping`` right behind the probe: a handshake-era server that ignores the probe but answers it
+        is known at once (no patience waited out), and a server that crashed on the probe but reads on
+        (mcp <= 1.8.1 exits at its next line) exits now, not at the handshake ten seconds later."""
+        with suppress(RemoteError, RequestTimeout, UnusableAnswer, PeerClosed):
+            await peer.request("ping", None, timeout=self.settings.timeout_s)
+            pinged.set()
 
     def _use_discovered(self, discovered: DiscoverResult | None) -> None:
         if discovered is None:  # only for a required probe, which raises instead
@@ -686,6 +704,15 @@ class UpstreamConnector:
         elif notification.method == "notifications/message":
             params = notification.params or {}
             self._log.info("upstream_log", level=params.get("level"), data=params.get("data"))
+
+    def _reason_of(self, exc: BaseException) -> str:
+        """A connection's failure as the log and ``check`` say it: naming this upstream."""
+        if isinstance(exc, UpstreamError):
+            return str(exc)
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if isinstance(self.settings, HttpUpstream):
+            return UpstreamUnavailable(self.namespace, f"cannot be reached: {detail}").message
+        return UpstreamUnavailable(self.namespace, detail).message
 
     def _raise_if_unreachable(self, exc: PeerClosed) -> None:
         """A remote server that could not be reached (the transport said why) is down, not dead of the
