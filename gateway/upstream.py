@@ -537,7 +537,9 @@ class UpstreamConnector:
             tg.cancel_scope.cancel()
         if self._probe_crashed.is_set() and not probe.settled.is_set():
             self._handshake_only = self._guessed_handshake_only = True
-            message = self._exited("crashed on the server/discover probe") + "; restarting it for the handshake only"
+            message = (
+                self._exited("on the server/discover probe", verb="crashed") + "; restarting it for the handshake only"
+            )
             raise DiedOnProbe(self.namespace, message)
         if probe.settled.is_set():
             discovered = probe.result()
@@ -728,7 +730,7 @@ class UpstreamConnector:
             if self.state == "starting" and _CRASH.search(line):
                 self._probe_crashed.set()
 
-    def _exited(self, phase: str) -> str:
+    def _exited(self, phase: str, *, verb: str = "exited") -> str:
         """'exited <phase>', with the last lines the server wrote to stderr: usually the reason."""
         tail = " | ".join(self._stderr_tail)
-        return f"exited {phase}" + (f"; its stderr ended with: {tail[-500:]}" if tail else "")
+        return f"{verb} {phase}" + (f"; its stderr ended with: {tail[-500:]}" if tail else "")
