@@ -61,18 +61,28 @@ def prompt_of(method: str, params: Any) -> str | None:
     return name[:512] if isinstance(name, str) else None
 
 
-def asked_in(body: bytes | None) -> tuple[str | None, str | None]:
-    """The method and prompt a request body names (the first of a batch), or Nones for anything else."""
+MAX_REFUSED_EVENTS = 32
+"""A refused batch is audited a member at a time, up to this many (the rest are counted in the last)."""
+
+
+def asked_in(body: bytes | None) -> list[tuple[str, str | None]]:
+    """The method and prompt of each message a request body holds (a batch's members in order); empty
+    for a body that is no JSON-RPC request. A ``tools/call`` of ``get_prompt`` names its prompt too."""
     try:
-        message = json.loads(body) if body else None
+        decoded = json.loads(body) if body else None
     except (ValueError, RecursionError):
-        return None, None
-    if isinstance(message, list) and message:
-        message = message[0]
-    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
-        return None, None
-    method: str = message["method"][:128]
-    return method, prompt_of(method, message.get("params")) if method in AUDITED else None
+        return []
+    found: list[tuple[str, str | None]] = []
+    for message in decoded if isinstance(decoded, list) else [decoded]:
+        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+            continue
+        method: str = message["method"][:128]
+        params = message.get("params")
+        if method == "tools/call" and isinstance(params, Mapping) and params.get("name") == "get_prompt":
+            found.append((method, prompt_of("prompts/get", params.get("arguments"))))
+        else:
+            found.append((method, prompt_of(method, params) if method in AUDITED else None))
+    return found
 
 
 class AuditTrail:
@@ -132,18 +142,22 @@ class AuditTrail:
         )
 
     def refused(self, refusal: RefusedRequest) -> None:
-        """A request refused at the door (HTTP status), with who and what as far as they are known."""
-        method, prompt = refusal.method, refusal.name
-        if method is None:
-            method, prompt = asked_in(refusal.body)
-        self.record(
-            who=refusal.identity.described() if refusal.identity is not None else None,
-            method=method[:128] if method is not None else None,
-            prompt=prompt[:512] if prompt is not None and method in AUDITED else None,
-            outcome="refused",
-            status=refusal.status,
-            reason=refusal.reason[:300],
-        )
+        """A request refused at the door (HTTP status), with who as far as it is known, and what it asked:
+        what its body holds (each member of a batch), else its ``Mcp-Method``/``Mcp-Name`` headers (the
+        body decides: a header cannot make the audit say another prompt was asked for)."""
+        asked: list[tuple[str | None, str | None]] = list(asked_in(refusal.body))
+        if not asked:
+            method = refusal.method[:128] if refusal.method is not None else None
+            prompt = refusal.name[:512] if refusal.name is not None and method in AUDITED else None
+            asked = [(method, prompt)]
+        who = refusal.identity.described() if refusal.identity is not None else None
+        shown = asked[:MAX_REFUSED_EVENTS]
+        for index, (method, prompt) in enumerate(shown):
+            event: dict[str, Any] = {"who": who, "method": method, "prompt": prompt, "outcome": "refused"}
+            event.update(status=refusal.status, reason=refusal.reason[:300])
+            if index == len(shown) - 1 and len(asked) > len(shown):
+                event["more_in_batch"] = len(asked) - len(shown)
+            self.record(**event)
 
     def close(self) -> None:
         if self._file is not None:

@@ -93,6 +93,7 @@ class GuardedProtocol(asyncio.Protocol):
         self._in_headers = True  # the connection starts waiting for a request's header block
         self._header_bytes = 0  # raw bytes of reads that ended inside the header block
         self._parsed_header_bytes = 0  # the block as parsed: request target and fields, however it was read
+        self._began_in_read = False  # a request began during the read being parsed
         self._served_one = False
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
@@ -121,6 +122,7 @@ class GuardedProtocol(asyncio.Protocol):
             return  # refused: dropped until the linger ends
         if self._parser is not None:
             was_in_headers = self._in_headers
+            self._began_in_read = False
             try:
                 self._parser.feed_data(data)
             except httptools.HttpParserUpgrade:
@@ -129,8 +131,10 @@ class GuardedProtocol(asyncio.Protocol):
                 self._parser = None  # the server's own parser refuses it the same way; the clock still runs
             if self._closed:
                 return
-            if was_in_headers and self._in_headers:
+            if was_in_headers and self._in_headers and not self._began_in_read:
                 self._header_bytes += len(data)  # a block still arriving: what it has sent so far
+            # (a read in which a request began may hold earlier requests too: their bytes are not this
+            # block's, so such a read is counted by the parsed fields alone)
             if max(self._header_bytes, self._parsed_header_bytes) > self._bounds.max_header_bytes:
                 self._refuse_headers()
                 return
@@ -156,6 +160,7 @@ class GuardedProtocol(asyncio.Protocol):
     # ---- llhttp callbacks (our own parser, which only finds the boundaries) -----------------------
 
     def on_message_begin(self) -> None:
+        self._began_in_read = True
         self._in_headers = True
         self._header_bytes = 0
         self._parsed_header_bytes = 0

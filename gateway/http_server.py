@@ -438,7 +438,7 @@ class HttpFrontend:
         task_group.start_soon(self._cluster.run)
         try:
             while True:
-                await anyio.sleep(min(60.0, self.settings.session_idle_timeout_s / 2))
+                await anyio.sleep(min(60.0, self.settings.session_idle_timeout_s / 2, self._ids.ttl_s / 4))
                 self.expire_idle()
                 self._expire_lapsed()
         finally:
@@ -466,7 +466,7 @@ class HttpFrontend:
             await self._cluster.deleted(session_id, expires)
 
     def _expire_lapsed(self) -> None:
-        """End the sessions whose id has expired (``session_ttl_s``), open streams included."""
+        """End the sessions whose life is over (``session_ttl_s``), their open streams with them."""
         now = time.time()
         for session in [s for s in self.sessions.values() if s.expires is not None and s.expires <= now]:
             self._end(session, "expired")
@@ -484,8 +484,8 @@ class HttpFrontend:
 
     async def _refused(self, request: HttpRequest, refusal: Response, identity: Identity | None) -> Response:
         """A request refused before it was served (Host, Origin, credentials, scope): audited with who it
-        came from where that is known, and what it asked (its ``Mcp-Method``/``Mcp-Name`` headers, or
-        its body, read within the message bound), then answered."""
+        came from where that is known, and what it asked (its body, read within the message bound; else
+        its ``Mcp-Method``/``Mcp-Name`` headers), then answered."""
         if self._on_refused is not None:
             try:
                 reason = str(json.loads(bytes(refusal.body))["error"]["message"])
@@ -493,7 +493,7 @@ class HttpFrontend:
                 reason = "refused"
             headers = _headers(request)
             body = None
-            if request.method == "POST" and "mcp-method" not in headers:
+            if request.method == "POST":
                 with suppress(ClientDisconnect):
                     body = await _read_body(request, self._max_message_bytes)
             self._on_refused(
@@ -944,6 +944,7 @@ class HttpFrontend:
         session = self._new_session(principal, legacy=True)
         if isinstance(session, Response):
             return session
+        session.expires = time.time() + self._ids.ttl_s  # its id is not sealed, its life bounded all the same
         endpoint_url = f"{self.settings.messages_path}?session_id={session.id}"
         log.info("session_started", session=session.id[:8], principal=key_of(principal), transport="sse")
         await self._cluster.hold_stream(session.id)

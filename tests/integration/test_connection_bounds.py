@@ -119,6 +119,23 @@ async def test_a_whole_oversized_header_block_in_one_write_is_refused(tmp_path: 
         assert await served(url)
 
 
+async def test_pipelined_requests_under_the_bound_are_each_served(tmp_path: Path) -> None:
+    """Two requests each under the bound, in one write: the bytes of the first were counted against the
+    second's header block (reads straddle them), and the connection was reset with no answer."""
+    async with bounded_gateway(tmp_path) as (host, port, _):
+        async with await connect_from("127.0.0.2", host, port) as stream:
+            body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+            request = (
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Accept: application/json, text/event-stream\r\nX-Padding: " + b"p" * 64000 + b"\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
+            await stream.send(request + request[: -len(body) - 4] + b"\r\nConnection: close\r\n\r\n" + body)
+            answers = await read_until_closed(stream)
+        assert answers.count(b"HTTP/1.1 ") == 2, answers[:300]
+        assert b"431" not in answers
+
+
 async def test_one_address_cannot_take_every_connection(tmp_path: Path) -> None:
     bounds = {"max_connections_per_client": 20, "max_connections": 45, "header_timeout_s": 60}
     async with bounded_gateway(tmp_path, **bounds) as (host, port, url), AsyncExitStack() as stack:

@@ -468,12 +468,25 @@ async def test_refusals_are_audited_with_who_and_what(tmp_path: Path) -> None:
         assert (await http.post(setup.url, json=get, headers=headers)).status_code == 403
         assert (await http.post(setup.url, json=complete, headers=HTTP_HEADERS)).status_code == 401
         modern = {**HTTP_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "x__y"}
-        assert (await http.post(setup.url, json=get, headers=modern)).status_code == 401
+        assert (await http.post(setup.url, json=get, headers=modern)).status_code == 401  # the body decides
+        modern_completion = {**modern, "Mcp-Method": "completion/complete", "Mcp-Name": "writing__translate"}
+        assert (await http.post(setup.url, json=complete, headers=modern_completion)).status_code == 401
+        assert (await http.post(setup.url, json=[get, complete], headers=HTTP_HEADERS)).status_code == 401
+        tool = {"jsonrpc": "2.0", "id": 5, "method": "tools/call"}
+        tool["params"] = {"name": "get_prompt", "arguments": {"name": "eng__deploy"}}
+        assert (await http.post(setup.url, json=tool, headers=HTTP_HEADERS)).status_code == 401
+        async with http.stream("GET", f"{setup.base}/sse", headers={"Accept": "text/event-stream"}) as sse:
+            assert sse.status_code == 401
     refused = [e for e in audit_events(setup) if e.get("outcome") == "refused"]
     assert [(e["status"], e["method"], e["prompt"]) for e in refused] == [
         (403, "prompts/get", "eng__code_review"),
         (401, "completion/complete", "writing__translate"),
-        (401, "prompts/get", "x__y"),
+        (401, "prompts/get", "eng__code_review"),
+        (401, "completion/complete", "writing__translate"),
+        (401, "prompts/get", "eng__code_review"),  # a batch: each member
+        (401, "completion/complete", "writing__translate"),
+        (401, "tools/call", "eng__deploy"),
+        (401, None, None),  # a GET asks for no method
     ]
     assert refused[0]["who"] == {"kind": "oauth", "name": "mallory", "issuer": setup.provider.issuer}
     assert refused[1]["who"] is None

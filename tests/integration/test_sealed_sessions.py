@@ -115,9 +115,37 @@ async def test_an_expired_session_is_refused_on_every_replica_that_served_it(tmp
         expires = time.time() + 2
         for gateway in (a, b):
             assert (await call(http, f"{gateway.url}/mcp", session_id, "ping")).status_code == 200
+        stream_headers = {**HTTP_HEADERS, "Accept": "text/event-stream", "Mcp-Session-Id": session_id}
+        async with http.stream("GET", f"{a.url}/mcp", headers=stream_headers) as stream:
+            assert stream.status_code == 200
+            with anyio.fail_after(10):  # an open stream ends with its session (it ran on past the TTL)
+                async for _ in stream.aiter_bytes():
+                    pass
+        assert time.time() >= expires - 0.1
         await anyio.sleep(max(0.0, expires - time.time()) + 0.2)  # a deadline, not an event: time must pass
         for gateway in (a, b, a, b):
             assert (await call(http, f"{gateway.url}/mcp", session_id, "ping")).status_code == 404
+
+
+async def test_a_legacy_sse_session_ends_with_session_ttl_s(tmp_path: Path) -> None:
+    """A legacy HTTP+SSE session (its id is not sealed) answered long after session_ttl_s."""
+    async with (
+        running_gateway(config(tmp_path / "a.toml", {**KEYS, "session_ttl_s": 2})) as a,
+        httpx.AsyncClient(timeout=20) as http,
+        http.stream("GET", f"{a.url}/sse", headers={"Accept": "text/event-stream"}) as stream,
+    ):
+        lines = stream.aiter_lines()
+        endpoint = ""
+        while not endpoint.startswith("data:"):
+            endpoint = await anext(lines)
+        started = time.time()
+        with anyio.fail_after(10):
+            async for _ in lines:  # the stream ends when the session does
+                pass
+        assert time.time() - started >= 1.5
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        posted = await http.post(f"{a.url}{endpoint[5:].strip()}", json=ping, headers=HTTP_HEADERS)
+        assert posted.status_code == 404
 
 
 async def idle_ended(gateway: RunningGateway, sessions: list[str]) -> None:
