@@ -11,6 +11,7 @@ import socket
 import sys
 from collections.abc import Sequence
 from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,6 +20,7 @@ import structlog
 from gateway import __version__
 from gateway.app import Gateway, ensure_safe_exposure, listening_socket, run_gateway, serve_http, serve_stream
 from gateway.catalog import TAGS_META_KEY
+from gateway.client_configs import CLIENT_FORMATS
 from gateway.config import AuthSettings, Config, ServerSettings, load_config
 from gateway.errors import ConfigError, GatewayError, UpstreamError
 from gateway.importer import import_client_config
@@ -47,9 +49,13 @@ def _parser() -> argparse.ArgumentParser:
     importer.add_argument(
         "--from",
         dest="source",
-        choices=["claude-desktop", "cursor", "vscode"],
-        default="claude-desktop",
-        help="the format of FILE (they share one shape)",
+        choices=CLIENT_FORMATS,
+        default="auto",
+        help="the client whose config FILE is (auto: told by its shape)",
+    )
+    importer.add_argument(
+        "--workspace",
+        help="the folder ${workspaceFolder} means (default: the parent of the .vscode/.cursor folder FILE is in)",
     )
     importer.add_argument("file", help="the client's JSON config")
     importer.add_argument("--output", "-o", help="write here instead of stdout (refuses to overwrite)")
@@ -263,15 +269,25 @@ def _tags_of(prompt: dict[str, Any]) -> list[str]:
     return [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
 
 
+def _workspace_of(path: str) -> str | None:
+    """The workspace a client's file belongs to: the folder holding its ``.vscode``/``.cursor`` folder."""
+    location = Path(path).resolve()
+    return str(location.parent.parent) if location.parent.name in (".vscode", ".cursor") else None
+
+
 def _import(args: argparse.Namespace) -> int:
     try:
         with open(args.file, encoding="utf-8") as source:
-            output = import_client_config(source.read())
+            imported = import_client_config(
+                source.read(), client=args.source, workspace=args.workspace or _workspace_of(args.file)
+            )
+        for warning in imported.warnings:
+            print(f"prompt-gateway: warning: {warning}", file=sys.stderr)
         if args.output:
             with open(args.output, "x", encoding="utf-8") as target:
-                target.write(output)
+                target.write(imported.toml)
         else:
-            sys.stdout.write(output)
+            sys.stdout.write(imported.toml)
     except ConfigError as exc:
         print(f"prompt-gateway: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG

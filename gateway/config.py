@@ -36,7 +36,9 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 NAMESPACE_PATTERN = r"^[A-Za-z0-9_-]+$"
 _SECRET_PATH = re.compile(r"(^|\.)(token|cursor_secrets?|session_keys|redis_url|headers|env|client_secret)(\[|\.|$)")
-_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+"""``${VAR}``, ``${VAR:-default}`` (the default where VAR is unset, as a shell and Claude Code have it),
+and ``$$`` for a literal ``$``."""
 
 
 class _Section(BaseModel):
@@ -309,6 +311,8 @@ class StdioUpstream(_UpstreamSettings):
     command: str = Field(min_length=1)
     args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
+    env_file: str | None = None
+    """More variables for the server, from a dotenv file read each time it starts (``env`` wins)."""
     cwd: str | None = None
     timeout_s: float = Field(30.0, gt=0, le=3600)
     protocol: Literal["auto", "modern", "legacy"] = "auto"
@@ -453,10 +457,12 @@ def expand_variables(value: Any, environ: Mapping[str, str], path: str = "") -> 
     if isinstance(value, str):
 
         def substitute(match: re.Match[str]) -> str:
-            name = match.group(1)
+            name, default = match.group(1), match.group(2)
             if name is None:
                 return "$"
             if name not in environ:
+                if default is not None:
+                    return default
                 raise ConfigError(f"{path or '(root)'}: environment variable {name} is not set")
             return environ[name]
 

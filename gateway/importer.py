@@ -1,7 +1,9 @@
-"""``prompt-gateway import``: an existing client's ``mcpServers`` JSON (Claude Desktop, Cursor) or
-``servers`` JSON (VS Code) turned into this gateway's TOML config.
+"""``prompt-gateway import``: an existing client's MCP config (``client_configs.py`` reads each client's
+file as that client does) turned into this gateway's TOML config.
 
 The output is parsed back and validated before it is printed, so what ``import`` writes always loads.
+What the gateway cannot do as the client did (prompt for an input, know the workspace) is said in the
+output's header and as warnings.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from gateway.client_configs import ClientFormat, read_client_config
 from gateway.config import parse_config
 from gateway.errors import ConfigError
 
@@ -20,19 +23,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-_VSCODE_ENV = re.compile(r"\$\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
-_HTTP_TYPES = {
-    "http": "streamable-http",
-    "streamable-http": "streamable-http",
-    "streamableHttp": "streamable-http",
-    "sse": "sse",
-}
-
 
 def _string(value: str) -> str:
-    """A TOML basic string (JSON's string escapes are valid TOML). A literal ``$`` is escaped as ``$$`` so the
-    gateway does not expand it; only VS Code's ``${env:X}`` becomes the gateway's ``${X}``."""
-    return json.dumps(_VSCODE_ENV.sub(r"${\1}", value.replace("$", "$$")), ensure_ascii=False)
+    """A TOML basic string (JSON's string escapes are valid TOML); ``value`` is in the gateway's syntax."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _value(value: Any) -> str:
@@ -59,36 +53,26 @@ def _namespace(name: str, taken: set[str], separator: str) -> str:
     return candidate
 
 
-def _upstream(name: str, spec: Mapping[str, Any], namespace: str) -> dict[str, Any]:
-    if "url" in spec:
-        kind = _HTTP_TYPES.get(str(spec.get("type") or spec.get("transport") or "http"))
-        if kind is None:
-            raise ConfigError(f"server {name!r}: unknown type {spec.get('type')!r}")
-        upstream: dict[str, Any] = {"namespace": namespace, "transport": kind, "url": spec["url"]}
-        if spec.get("headers"):
-            upstream["headers"] = dict(spec["headers"])
-        return upstream
-    if "command" not in spec:
-        raise ConfigError(f"server {name!r} has neither a command nor a url")
-    upstream = {"namespace": namespace, "transport": "stdio", "command": spec["command"]}
-    for key in ("args", "env", "cwd"):
-        if spec.get(key):
-            upstream[key] = spec[key]
-    return upstream
+@dataclass(frozen=True)
+class Imported:
+    toml: str
+    warnings: tuple[str, ...]
 
 
-def import_client_config(text: str, *, separator: str = "__") -> str:
-    """The TOML config for the servers in a client's JSON config."""
-    try:
-        document = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"not valid JSON: {exc}") from exc
-    servers = document.get("mcpServers", document.get("servers")) if isinstance(document, dict) else None
-    if not isinstance(servers, dict) or not servers:
-        raise ConfigError('no "mcpServers" (Claude Desktop, Cursor) or "servers" (VS Code) object found')
+def import_client_config(
+    text: str, *, client: ClientFormat = "auto", workspace: str | None = None, separator: str = "__"
+) -> Imported:
+    """The TOML config for the servers in a client's config file, and what to tell the person."""
+    read = read_client_config(text, client, workspace=workspace)
+    if not read.servers:
+        raise ConfigError("the file lists no server the gateway can run (all disabled, or none usable)")
     taken: set[str] = set()
-    lines = [
-        "# Imported by `prompt-gateway import`. Review env values: prefer ${VAR} references to literal secrets.",
+    lines = [f"# Imported by `prompt-gateway import` from a {read.client} config.", "#"]
+    if read.variables:
+        lines.append("# Set these environment variables before the gateway starts (the client asked for them):")
+        lines += [f"#   {name}: {description}" for name, description in sorted(read.variables.items())]
+    lines += [
+        "# Review env values: prefer ${VAR} references to literal secrets.",
         "",
         "[gateway]",
         f"namespace_separator = {_string(separator)}",
@@ -96,16 +80,17 @@ def import_client_config(text: str, *, separator: str = "__") -> str:
         "[server]",
         'transport = "stdio"',
     ]
-    for name, spec in servers.items():
-        if not isinstance(spec, dict) or spec.get("disabled") is True:
-            continue
-        upstream = _upstream(str(name), spec, _namespace(str(name), taken, separator))
-        lines += ["", f"[[upstreams]]  # {json.dumps(str(name), ensure_ascii=False)}"]
+    for server in read.servers:
+        upstream = {"namespace": _namespace(server.name, taken, separator), **server.settings}
+        lines += ["", f"[[upstreams]]  # {json.dumps(server.name, ensure_ascii=False)}"]
         lines += [f"{key} = {_value(value)}" for key, value in upstream.items()]
     output = "\n".join(lines) + "\n"
     # Variables are checked when the gateway runs, not here: import runs where they may not be set.
     parse_config(tomllib.loads(output), environ=_Everything())
-    return output
+    warnings = [*read.warnings]
+    if read.variables:
+        warnings.append("set " + ", ".join(sorted(read.variables)) + " in the gateway's environment (see the header)")
+    return Imported(output, tuple(warnings))
 
 
 class _Everything(dict[str, str]):
@@ -115,4 +100,4 @@ class _Everything(dict[str, str]):
         return True
 
     def __getitem__(self, key: str) -> str:
-        return "x" * 16
+        return "https://value.example"  # fits where a variable stands for a URL, a token, a path

@@ -146,6 +146,23 @@ def _upstream_token(settings: StdioUpstream | HttpUpstream) -> UpstreamToken | N
     return UpstreamToken(grant, _http_options(settings))
 
 
+def _env_file(settings: StdioUpstream) -> dict[str, str]:
+    """The variables of the upstream's ``env_file`` (dotenv syntax, read by python-dotenv), read anew at
+    each start so an edited file takes effect with the next restart."""
+    if settings.env_file is None:
+        return {}
+    from dotenv import dotenv_values
+
+    try:
+        with open(settings.env_file, encoding="utf-8") as source:
+            values = dotenv_values(stream=source)
+    except OSError as exc:
+        raise UpstreamUnavailable(
+            settings.namespace, f"cannot read its env_file {settings.env_file}: {exc.strerror}"
+        ) from exc
+    return {key: value for key, value in values.items() if value is not None}
+
+
 def _http_options(settings: HttpUpstream) -> HttpOptions:
     from gateway.transports.http_options import HttpOptions
 
@@ -414,7 +431,7 @@ class UpstreamConnector:
         """The upstream's frame stream, whatever its transport, with details worth logging."""
         settings, limit = self.settings, self._max_message_bytes
         if isinstance(settings, StdioUpstream):
-            spec = ChildSpec(settings.command, settings.args, settings.env, settings.cwd)
+            spec = ChildSpec(settings.command, settings.args, {**_env_file(settings), **settings.env}, settings.cwd)
             async with open_child(spec, on_stderr_line=self._log_stderr, max_message_bytes=limit) as (stream, process):
                 yield stream, {"pid": process.pid}
         elif settings.transport == "streamable-http":

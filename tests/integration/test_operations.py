@@ -185,3 +185,34 @@ def test_import_rejects_what_it_cannot_read(tmp_path: Path) -> None:
     result = run_import(str(empty))
     assert result.returncode == 2
     assert 'no "mcpServers"' in result.stderr
+
+
+def test_an_imported_vscode_server_starts_with_its_env_file(tmp_path: Path) -> None:
+    """VS Code's envFile was dropped on import; the server then missed the variables it needs."""
+    workspace = tmp_path / "site"
+    (workspace / ".vscode").mkdir(parents=True)
+    (workspace / ".env").write_text(f"# the server's variables\nSPAWNER_PIDS={tmp_path / 'pids'}\n")
+    mcp_json = workspace / ".vscode" / "mcp.json"
+    mcp_json.write_text(
+        """{
+  // needs SPAWNER_PIDS, which only its envFile sets
+  "servers": {
+    "spawns": {
+      "type": "stdio",
+      "command": "PYTHON",
+      "args": ["-m", "tests.servers.spawner"],
+      "cwd": "ROOT",
+      "envFile": "${workspaceFolder}/.env",
+    },
+  },
+}""".replace("PYTHON", sys.executable).replace("ROOT", str(ROOT))
+    )
+    written = tmp_path / "gateway.toml"
+    imported = run_import(str(mcp_json), "--output", str(written))
+    assert imported.returncode == 0, imported.stderr
+    checked = subprocess.run(
+        [sys.executable, "-m", "gateway", "check", "--config", str(written)],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert (tmp_path / "pids").read_text().strip().isdigit()  # the server read the variable

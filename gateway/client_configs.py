@@ -1,0 +1,220 @@
+"""The MCP server lists of the clients people run, read as each client reads its own file (sans-IO):
+Claude Desktop, Claude Code (``.mcp.json``), Cursor, Windsurf (``mcpServers``), VS Code (``servers`` in
+``mcp.json``, ``mcp.servers`` in ``settings.json``, with ``inputs``) and Zed (``context_servers``).
+
+Files are JSON with comments and trailing commas (VS Code's own documentation writes them so), read
+with json5. Each client's variables are turned into what the gateway's config means by them, or named
+where they cannot be: VS Code's ``${input:id}`` becomes an environment variable the result names (the
+gateway prompts nobody), ``${env:X}`` becomes ``${X}``, ``${userHome}`` ``${HOME}``, and
+``${workspaceFolder}`` the workspace the file sits in (its ``.vscode``/``.cursor`` folder's parent) when
+that is known; Claude Code's ``${VAR}`` and ``${VAR:-default}`` are the gateway's own syntax. The
+result is plain data: ``importer.py`` writes it as TOML.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import json5
+
+from gateway.errors import ConfigError
+
+ClientFormat = Literal["auto", "claude-desktop", "claude-code", "cursor", "windsurf", "vscode", "zed"]
+CLIENT_FORMATS: tuple[ClientFormat, ...] = (
+    "auto",
+    "claude-desktop",
+    "claude-code",
+    "cursor",
+    "windsurf",
+    "vscode",
+    "zed",
+)
+_SECTIONS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "claude-desktop": (("mcpServers",),),
+    "claude-code": (("mcpServers",),),
+    "cursor": (("mcpServers",),),
+    "windsurf": (("mcpServers",),),
+    "vscode": (("servers",), ("mcp", "servers")),
+    "zed": (("context_servers",),),
+}
+_SECTION_CLIENT = {
+    ("mcpServers",): "claude-desktop",
+    ("servers",): "vscode",
+    ("mcp", "servers"): "vscode",
+    ("context_servers",): "zed",
+}
+_INTERPOLATES = {"vscode": "editor", "cursor": "editor", "windsurf": "editor", "claude-code": "shell"}
+"""How a client expands variables in its file: VS Code's ``${...}`` (also Cursor's and Windsurf's), a
+shell's ``${VAR:-default}`` (Claude Code), or not at all (Claude Desktop, Zed: a ``$`` is a ``$``)."""
+_EDITOR_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+_SHELL_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
+_HTTP_TYPES = {"http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http"}
+
+
+@dataclass
+class ClientServer:
+    """One server as the gateway will run it, before it is written as TOML. String values hold the
+    gateway's own ``${VAR}`` (and ``$$`` for a literal ``$``)."""
+
+    name: str
+    settings: dict[str, Any]
+
+
+@dataclass
+class ClientConfig:
+    client: str
+    servers: list[ClientServer] = field(default_factory=list)
+    variables: dict[str, str] = field(default_factory=dict)
+    """Environment variables the result needs, with what they stand for (an input's description)."""
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_client_config(text: str, client: ClientFormat = "auto", *, workspace: str | None = None) -> ClientConfig:
+    """The servers of a client's config file. ``workspace``: the folder ``${workspaceFolder}`` means."""
+    try:
+        document = json5.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"not valid JSON (comments and trailing commas are fine): {exc}") from exc
+    if not isinstance(document, dict):
+        raise ConfigError("the file holds no JSON object")
+    section, servers = _find_servers(document, client)
+    found = _SECTION_CLIENT[section] if client == "auto" else client
+    if found == "claude-desktop" and client == "auto" and _looks_like_claude_code(servers):
+        found = "claude-code"
+    result = ClientConfig(found)
+    inputs = _inputs(document, section)
+    reader = _Variables(_INTERPOLATES.get(found), inputs, workspace, result)
+    for name, spec in servers.items():
+        if not isinstance(spec, dict) or spec.get("disabled") is True or spec.get("enabled") is False:
+            continue
+        settings = _server(str(name), spec, found, reader, result)
+        if settings is not None:
+            result.servers.append(ClientServer(str(name), settings))
+    return result
+
+
+def _find_servers(document: Mapping[str, Any], client: ClientFormat) -> tuple[tuple[str, ...], dict[str, Any]]:
+    candidates = _SECTIONS[client] if client != "auto" else tuple(_SECTION_CLIENT)
+    for path in candidates:
+        node: Any = document
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node:
+            return path, node
+    wanted = " or ".join('"' + ".".join(p) + '"' for p in candidates)
+    present = ", ".join(f'"{k}"' for k in list(document)[:8]) or "nothing"
+    raise ConfigError(f"no {wanted} object with servers found (the file has {present})")
+
+
+def _looks_like_claude_code(servers: Mapping[str, Any]) -> bool:
+    """Claude Code's ``.mcp.json`` names each server's ``type`` and expands ``${VAR}``."""
+    return any(isinstance(s, dict) and s.get("type") in ("stdio", "http", "sse") for s in servers.values())
+
+
+def _inputs(document: Mapping[str, Any], section: tuple[str, ...]) -> dict[str, str]:
+    holder = document.get("mcp") if section == ("mcp", "servers") else document
+    inputs = holder.get("inputs") if isinstance(holder, dict) else None
+    found: dict[str, str] = {}
+    for item in inputs if isinstance(inputs, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            found[item["id"]] = str(item.get("description") or item["id"])
+    return found
+
+
+def _server(
+    name: str, spec: Mapping[str, Any], client: str, text: _Variables, result: ClientConfig
+) -> dict[str, Any] | None:
+    url = spec.get("url", spec.get("serverUrl"))
+    if isinstance(url, str):
+        declared = spec.get("type", spec.get("transport"))
+        if declared == "sse":
+            transport = "sse"
+        elif declared in _HTTP_TYPES:
+            transport = _HTTP_TYPES[declared]
+        elif declared is None and re.search(r"/sse/?$", url.split("?", 1)[0]):
+            transport = "sse"  # Cursor and Windsurf take a bare url and find out; an /sse path is SSE
+            result.warnings.append(f"{name}: {url} ends in /sse: imported as a legacy HTTP+SSE server")
+        elif declared is None:
+            transport = "streamable-http"
+        else:
+            result.warnings.append(f"{name}: unknown type {declared!r}: left out")
+            return None
+        settings: dict[str, Any] = {"transport": transport, "url": text(url, f"{name}.url")}
+        if isinstance(spec.get("headers"), dict) and spec["headers"]:
+            settings["headers"] = {str(k): text(str(v), f"{name}.headers.{k}") for k, v in spec["headers"].items()}
+        return settings
+    command, args, env = spec.get("command"), spec.get("args"), spec.get("env")
+    if isinstance(command, dict):  # Zed's older shape: "command": {"path", "args", "env"}
+        nested: dict[str, Any] = command
+        command, args, env = nested.get("path"), nested.get("args", args), nested.get("env", env)
+    if not isinstance(command, str) or not command:
+        result.warnings.append(f"{name}: neither a command nor a url: left out")
+        return None
+    settings = {"transport": "stdio", "command": text(command, f"{name}.command")}
+    if isinstance(args, list) and args:
+        settings["args"] = [text(str(a), f"{name}.args") for a in args]
+    if isinstance(env, dict) and env:
+        settings["env"] = {str(k): text(str(v), f"{name}.env.{k}") for k, v in env.items()}
+    if isinstance(spec.get("cwd"), str):
+        settings["cwd"] = text(spec["cwd"], f"{name}.cwd")
+    if isinstance(spec.get("envFile"), str):
+        settings["env_file"] = text(spec["envFile"], f"{name}.envFile")
+    return settings
+
+
+class _Variables:
+    """A client's string in the gateway's syntax: its variables translated, a literal ``$`` kept literal."""
+
+    def __init__(
+        self, style: str | None, inputs: Mapping[str, str], workspace: str | None, result: ClientConfig
+    ) -> None:
+        self._style, self._inputs, self._workspace, self._result = style, inputs, workspace, result
+
+    def __call__(self, value: str, where: str) -> str:
+        if self._style == "editor":
+            return self._editor(value, where)
+        if self._style == "shell":
+            return self._shell(value)
+        return value.replace("$", "$$")
+
+    def _shell(self, value: str) -> str:
+        pieces, last = [], 0
+        for match in _SHELL_VARIABLE.finditer(value):
+            pieces.append(value[last : match.start()].replace("$", "$$"))
+            pieces.append(match.group(0))  # ${VAR} and ${VAR:-default} mean the same to the gateway
+            last = match.end()
+        pieces.append(value[last:].replace("$", "$$"))
+        return "".join(pieces)
+
+    def _editor(self, value: str, where: str) -> str:
+        pieces, last = [], 0
+        for match in _EDITOR_VARIABLE.finditer(value):
+            pieces.append(value[last : match.start()].replace("$", "$$"))
+            pieces.append(self._editor_variable(match.group(1), match.group(0), where))
+            last = match.end()
+        pieces.append(value[last:].replace("$", "$$"))
+        return "".join(pieces)
+
+    def _editor_variable(self, inner: str, written: str, where: str) -> str:
+        kind, _, name = inner.partition(":")
+        if kind == "env" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            return f"${{{name}}}"
+        if kind == "input" and name:
+            variable = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper() or "INPUT"
+            self._result.variables[variable] = self._inputs.get(name, f"the input {name!r}")
+            return f"${{{variable}}}"
+        if inner == "userHome":
+            return "${HOME}"
+        if inner in ("pathSeparator", "/"):
+            return "/"
+        if inner in ("workspaceFolder", "workspaceRoot", "workspaceFolderBasename"):
+            if self._workspace is not None:
+                folder = self._workspace.rstrip("/")
+                return (folder.rsplit("/", 1)[-1] if inner == "workspaceFolderBasename" else folder).replace("$", "$$")
+            self._result.variables["WORKSPACE_FOLDER"] = "the workspace folder (the file's own was not known)"
+            return "${WORKSPACE_FOLDER}"
+        self._result.warnings.append(f"{where}: {written} means nothing outside the editor: kept as text")
+        return written.replace("$", "$$")

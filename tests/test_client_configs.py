@@ -1,0 +1,128 @@
+"""Client configs as they sit on disk, written the way each client's documentation writes them (comments,
+trailing commas, inputs, workspace variables, bare URLs), imported into configs the gateway loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.config import load_config
+from gateway.errors import ConfigError
+from gateway.importer import import_client_config
+
+VSCODE_MCP_JSON = """{
+  // Inputs are prompted on first server start, then stored securely by VS Code.
+  "inputs": [
+    {
+      "type": "promptString",
+      "id": "api-token",
+      "description": "Team prompts API token",
+      "password": true,
+    },
+  ],
+  "servers": {
+    "team": {
+      "type": "http",
+      "url": "https://prompts.example.com/mcp",
+      "headers": { "Authorization": "Bearer ${input:api-token}" },
+    },
+    /* a local one */
+    "local": {
+      "type": "stdio",
+      "command": "${userHome}/bin/prompt-server",
+      "args": ["--root", "${workspaceFolder}/prompts", "--price", "$5"],
+      "envFile": "${workspaceFolder}/.env",
+      "env": { "TOKEN": "${env:LOCAL_TOKEN}" },
+    },
+  },
+}
+"""
+
+
+def load(tmp_path: Path, toml: str, **environ: str) -> list[dict[str, object]]:
+    path = tmp_path / "gateway.toml"
+    path.write_text(toml)
+    config = load_config(path, environ={"HOME": "/home/ada", **environ})
+    return [u.model_dump(exclude_defaults=True) for u in config.upstreams]
+
+
+def test_vscode_mcp_json_with_comments_inputs_and_workspace_variables(tmp_path: Path) -> None:
+    """It was refused (comments, a trailing comma); ${input:...} was copied and sent upstream as it
+    stood; inputs and envFile were dropped; ${workspaceFolder} and ${userHome} stayed literal."""
+    imported = import_client_config(VSCODE_MCP_JSON, client="vscode", workspace="/work/site")
+    assert "#   API_TOKEN: Team prompts API token" in imported.toml
+    assert any("API_TOKEN" in warning for warning in imported.warnings)
+    team, local = load(tmp_path, imported.toml, API_TOKEN="s3cret", LOCAL_TOKEN="t")
+    assert team["headers"] == {"Authorization": "Bearer s3cret"}
+    assert local["command"] == "/home/ada/bin/prompt-server"
+    assert local["args"] == ("--root", "/work/site/prompts", "--price", "$5")  # a literal $ stays one
+    assert local["env_file"] == "/work/site/.env"
+    assert local["env"] == {"TOKEN": "t"}
+    with pytest.raises(ConfigError, match="API_TOKEN is not set"):
+        load(tmp_path, imported.toml, LOCAL_TOKEN="t")
+
+
+def test_an_unknown_workspace_is_named_not_guessed(tmp_path: Path) -> None:
+    imported = import_client_config(VSCODE_MCP_JSON, client="vscode")
+    assert "#   WORKSPACE_FOLDER:" in imported.toml
+    local = load(tmp_path, imported.toml, API_TOKEN="x", LOCAL_TOKEN="t", WORKSPACE_FOLDER="/w")[1]
+    assert local["env_file"] == "/w/.env"
+
+
+def test_vscode_settings_json_keeps_its_servers_under_mcp(tmp_path: Path) -> None:
+    settings = '{"editor.fontSize": 14, "mcp": {"servers": {"docs": {"command": "uvx", "args": ["docs-mcp"]}}}}'
+    imported = import_client_config(settings)
+    assert [(u["namespace"], u["command"]) for u in load(tmp_path, imported.toml)] == [("docs", "uvx")]
+
+
+def test_cursor_bare_urls_and_windsurf_server_urls(tmp_path: Path) -> None:
+    cursor = """{"mcpServers": {
+        "events": {"url": "https://old.example.com/sse"},
+        "modern": {"url": "https://new.example.com/mcp", "headers": {"X-Key": "${env:KEY}"}},
+        "local": {"command": "npx", "args": ["-y", "pkg"], "env": {"A": "${userHome}"}}
+    }}"""
+    imported = import_client_config(cursor, client="cursor")
+    assert any("ends in /sse" in warning for warning in imported.warnings)
+    events, modern, local = load(tmp_path, imported.toml, KEY="k")
+    assert (events["transport"], modern["transport"]) == ("sse", "streamable-http")
+    assert modern["headers"] == {"X-Key": "k"}
+    assert local["env"] == {"A": "/home/ada"}
+    windsurf = '{"mcpServers": {"remote": {"serverUrl": "https://w.example.com/mcp"}}}'
+    (remote,) = load(tmp_path, import_client_config(windsurf, client="windsurf").toml)
+    assert remote["url"] == "https://w.example.com/mcp"
+
+
+def test_claude_code_mcp_json_and_its_defaults(tmp_path: Path) -> None:
+    dot_mcp = """{"mcpServers": {
+        "api": {"type": "http", "url": "${API_BASE_URL:-https://api.example.com}/mcp",
+                "headers": {"Authorization": "Bearer ${API_KEY}"}},
+        "legacy": {"type": "sse", "url": "https://sse.example.com/events"},
+        "tool": {"type": "stdio", "command": "node", "args": ["server.js", "costs $5"]}
+    }}"""
+    imported = import_client_config(dot_mcp)  # told apart from Claude Desktop by its types
+    api, legacy, tool = load(tmp_path, imported.toml, API_KEY="k")
+    assert api["url"] == "https://api.example.com/mcp"
+    assert api["headers"] == {"Authorization": "Bearer k"}
+    assert legacy["transport"] == "sse"
+    assert tool["args"] == ("server.js", "costs $5")
+
+
+def test_zed_context_servers_in_both_shapes(tmp_path: Path) -> None:
+    zed = """{"theme": "One Dark", "context_servers": {
+        "new": {"source": "custom", "command": "uvx", "args": ["a"], "env": {}},
+        "old": {"command": {"path": "/usr/bin/b", "args": ["--x"], "env": {"Y": "1"}}},
+        "off": {"command": "c", "enabled": false}
+    }}"""
+    new, old = load(tmp_path, import_client_config(zed, client="zed").toml)
+    assert (new["command"], new["args"]) == ("uvx", ("a",))
+    assert (old["command"], old["args"], old["env"]) == ("/usr/bin/b", ("--x",), {"Y": "1"})
+
+
+def test_the_wrong_client_is_told_what_the_file_holds() -> None:
+    with pytest.raises(
+        ConfigError, match=r'no "context_servers" object with servers found \(the file has "mcpServers"\)'
+    ):
+        import_client_config('{"mcpServers": {"a": {"command": "x"}}}', client="zed")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        import_client_config("{servers: [}")
