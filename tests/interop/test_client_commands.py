@@ -1,0 +1,95 @@
+"""Every client command the README gives, run as written against the client's current release (pinned in
+``interop/package.json``): the MCP Inspector (its browser mode and its CLI) and the Claude Code CLI
+(``claude mcp add`` then ``claude mcp list``, which connects to each server, over stdio and HTTP; no
+account needed). The README's ``/path/to/...`` are this checkout's gateway and example config.
+
+The Inspector 2.12 has a ``--config`` of its own: the README's former command, the gateway's after the
+Inspector's name without ``--``, was refused by it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.integration.helpers import demo_upstream, running_gateway, write_config
+from tests.interop.conftest import ROOT
+
+pytestmark = pytest.mark.anyio
+README = (ROOT / "README.md").read_text()
+PACKAGES = ROOT / "interop" / "node_modules"
+GATEWAY = str(Path(sys.executable).parent / "prompt-gateway")
+EXAMPLE = str(ROOT / "config.example.toml")
+
+
+def readme_commands(start: str) -> list[str]:
+    """The README's inline commands that begin with ``start`` (spread over lines, as Markdown wraps them)."""
+    text = " ".join(README.split())
+    found = [m.group(1) for m in re.finditer(r"`(" + re.escape(start) + r"[^`]*)`", text)]
+    assert found, f"the README has no `{start} ...` command"
+    return [c.replace("/path/to/prompt-gateway", GATEWAY).replace("/path/to/gateway.toml", EXAMPLE) for c in found]
+
+
+def environment(node: str, home: Path) -> dict[str, str]:
+    """Node 22+ first on PATH (the Inspector and Claude Code need it), and a home of the test's own."""
+    path = os.pathsep.join([str(Path(node).parent), str(PACKAGES / ".bin"), os.environ.get("PATH", "")])
+    return {**os.environ, "PATH": path, "HOME": str(home), "MCP_AUTO_OPEN_ENABLED": "false"}
+
+
+def npx() -> str:
+    """The system's npx, run by the Node first on PATH (the wheel's own npm is broken: PEERS.md)."""
+    found = shutil.which("npx", path="/usr/local/bin:/usr/bin:/bin")
+    if found is None:
+        pytest.skip("npx is not installed")
+    return found
+
+
+async def test_the_inspector_commands_of_the_readme(node: str, tmp_path: Path) -> None:
+    browser, cli = readme_commands("npx @modelcontextprotocol/inspector")
+    env = environment(node, tmp_path)
+    listed = await anyio.run_process(
+        [npx(), "--no-install", *cli.split()[1:]], env=env, cwd=ROOT / "interop", check=False
+    )
+    assert listed.returncode == 0, listed.stderr.decode()[-2000:]
+    assert b"writing__summarize" in listed.stdout
+    async with await anyio.open_process(
+        [npx(), "--no-install", *browser.split()[1:]], env=env, cwd=ROOT / "interop"
+    ) as inspector:
+        assert inspector.stdout is not None
+        said = b""
+        with anyio.fail_after(60):  # up and serving its page: the command line was accepted
+            while b"http://localhost:" not in said and b"http://127.0.0.1:" not in said:
+                chunk = await inspector.stdout.receive()
+                said += chunk
+        inspector.terminate()
+        assert b"cannot be combined" not in said
+
+
+async def test_the_claude_code_commands_of_the_readme(node: str, tmp_path: Path) -> None:
+    claude = PACKAGES / ".bin" / "claude"
+    if not claude.exists():
+        pytest.fail("the Claude Code CLI is not installed: npm ci --prefix interop")
+    env = environment(node, tmp_path / "home")
+    project = tmp_path / "project"
+    project.mkdir()
+    (stdio,) = readme_commands("claude mcp add prompts")
+    added = await anyio.run_process([str(claude), *stdio.split()[1:]], env=env, cwd=project, check=False)
+    assert added.returncode == 0, added.stderr.decode()
+    config = write_config(
+        tmp_path / "http.toml", [demo_upstream("writing", "writing")], server={"transport": "http", "port": 0}
+    )
+    async with running_gateway(config) as gateway:
+        (http,) = readme_commands("claude mcp add --transport http prompts")
+        http = http.replace("prompts", "prompts-http", 1).replace("http://127.0.0.1:8080", gateway.url)
+        added = await anyio.run_process([str(claude), *http.split()[1:]], env=env, cwd=project, check=False)
+        assert added.returncode == 0, added.stderr.decode()
+        listed = await anyio.run_process([str(claude), "mcp", "list"], env=env, cwd=project, check=False)
+    output = listed.stdout.decode()
+    assert listed.returncode == 0, output + listed.stderr.decode()
+    connected = [line for line in output.splitlines() if "Connected" in line]
+    assert len(connected) == 2, output  # it connected to each: the gateway over stdio and over HTTP
