@@ -289,6 +289,7 @@ class UpstreamConnector:
         self._listening = False  # a modern server acknowledged our subscriptions/listen
         self._listen_scope: anyio.CancelScope | None = None
         self._stream: MessageStream | None = None  # the connection's transport, while there is one
+        self._connection_tasks: anyio.abc.TaskGroup | None = None  # what lives as long as the connection
         self._ready_again = anyio.Event()  # set each time the connector becomes ready
         self._probe_crashed = anyio.Event()  # the server printed a crash while the probe was pending
 
@@ -466,6 +467,7 @@ class UpstreamConnector:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(peer.run)
                 self._peer = peer
+                self._connection_tasks = tg
                 try:
                     await self._establish(peer, stream)
                     self._enter(
@@ -546,12 +548,10 @@ class UpstreamConnector:
         a crash on stderr while the probe is pending (mcp <= 1.8.1, which then waits for another line
         before it exits) is restarted for the handshake only at once, not after the probe's patience."""
         pinged = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            if isinstance(self.settings, StdioUpstream):
-                tg.start_soon(self._ping_beside_probe, peer, pinged)
-            with anyio.move_on_after(min(PROBE_PATIENCE_S, self.settings.timeout_s)):
-                await _first_of(probe.settled, self._probe_crashed, pinged)
-            tg.cancel_scope.cancel()
+        if isinstance(self.settings, StdioUpstream) and self._connection_tasks is not None:
+            self._connection_tasks.start_soon(self._ping_beside_probe, peer, pinged)  # left to end by itself
+        with anyio.move_on_after(min(PROBE_PATIENCE_S, self.settings.timeout_s)):
+            await _first_of(probe.settled, self._probe_crashed, pinged)
         if self._probe_crashed.is_set() and not probe.settled.is_set():
             self._handshake_only = self._guessed_handshake_only = True
             message = (
