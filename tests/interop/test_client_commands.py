@@ -11,13 +11,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
+from contextlib import suppress
 from pathlib import Path
 
 import anyio
 import pytest
 
 from tests.integration.helpers import demo_upstream, running_gateway, write_config
+from tests.integration.services import free_port
 from tests.interop.conftest import ROOT
 
 pytestmark = pytest.mark.anyio
@@ -57,16 +60,22 @@ async def test_the_inspector_commands_of_the_readme(node: str, tmp_path: Path) -
     )
     assert listed.returncode == 0, listed.stderr.decode()[-2000:]
     assert b"writing__summarize" in listed.stdout
+    ports = {"CLIENT_PORT": str(free_port()), "SERVER_PORT": str(free_port())}  # not the fixed 6274/6277
     async with await anyio.open_process(
-        [npx(), "--no-install", *browser.split()[1:]], env=env, cwd=ROOT / "interop"
+        [npx(), "--no-install", *browser.split()[1:]],
+        env={**env, **ports},
+        cwd=ROOT / "interop",
+        start_new_session=True,  # npx runs the Inspector as a child: the whole group is ended below
     ) as inspector:
         assert inspector.stdout is not None
         said = b""
-        with anyio.fail_after(60):  # up and serving its page: the command line was accepted
-            while b"http://localhost:" not in said and b"http://127.0.0.1:" not in said:
-                chunk = await inspector.stdout.receive()
-                said += chunk
-        inspector.terminate()
+        try:
+            with anyio.fail_after(60):  # up and serving its page: the command line was accepted
+                while f":{ports['CLIENT_PORT']}".encode() not in said:
+                    said += await inspector.stdout.receive()
+        finally:
+            with suppress(ProcessLookupError):
+                os.killpg(inspector.pid, signal.SIGTERM)
         assert b"cannot be combined" not in said
 
 
