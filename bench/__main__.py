@@ -519,7 +519,7 @@ async def bench_cluster(quick: bool, use_wrk: bool) -> dict[str, Any]:
     installed, A's throughput through HAProxy (deploy/haproxy.cfg, A its only server) beside direct."""
     import shutil
 
-    from gateway.session_ids import SessionIds
+    from gateway.cluster.session_ids import SessionIds
 
     upstream = stdio_upstream()
     cluster = ["[cluster]", 'session_keys = ["bench-session-key-of-32-characters!"]']

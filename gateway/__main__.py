@@ -19,12 +19,12 @@ import structlog
 
 from gateway import __version__
 from gateway.app import Gateway, ensure_safe_exposure, listening_socket, run_gateway, serve_http, serve_stream
-from gateway.catalog import TAGS_META_KEY
-from gateway.client_configs import CLIENT_FORMATS
+from gateway.catalog.catalog import TAGS_META_KEY
 from gateway.config import AuthSettings, Config, ServerSettings, load_config
-from gateway.errors import ConfigError, GatewayError, UpstreamError
-from gateway.importer import import_client_config
-from gateway.observability import configure_logging
+from gateway.importer.clients import CLIENT_FORMATS
+from gateway.importer.writer import import_client_config
+from gateway.observability.logs import configure_logging
+from gateway.protocol.errors import ConfigError, GatewayError, UpstreamError
 from gateway.transports.stdio import open_own_stdio
 
 EXIT_OK, EXIT_UPSTREAM_FAILED, EXIT_CONFIG = 0, 1, 2
@@ -194,7 +194,7 @@ async def _check(config: Config) -> int:
 
 async def _check_issuers(settings: AuthSettings) -> bool:
     """Each issuer's metadata and keys, fetched as the gateway will: True when one fails."""
-    from gateway.access_tokens import AccessTokenValidator, IssuerUnavailable
+    from gateway.identity.access_tokens import AccessTokenValidator, IssuerUnavailable
 
     rows = [["ISSUER", "STATE", "DETAIL"]]
     failed = False

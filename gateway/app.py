@@ -19,31 +19,31 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
-from gateway.audit import AuditTrail
-from gateway.catalog import Catalog, Mount
-from gateway.client_requests import ClientRequestRelay
-from gateway.cluster import NoCluster, RedisCluster
+from gateway.catalog.catalog import Catalog, Mount
+from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.policy import Rules, Viewer
+from gateway.cluster.replicas import NoCluster, RedisCluster
+from gateway.cluster.session_ids import SessionIds
 from gateway.config import Config, FilesUpstream, HttpUpstream, ServerSettings, StdioUpstream
-from gateway.connection_guard import ConnectionBounds, guarded
-from gateway.cursor import CursorCodec
-from gateway.debounce import ListChangedDebouncer
-from gateway.errors import ConfigError, GatewayError
-from gateway.frontend import ClientSession, Hub, PromptService
-from gateway.http_server import Ask, HttpFrontend, Push
-from gateway.identity import LOCAL, Identity
-from gateway.metrics import Metrics
-from gateway.policy import Rules, Viewer
-from gateway.progress import ProgressRelay
+from gateway.frontend.debounce import ListChangedDebouncer
+from gateway.frontend.http.connection_guard import ConnectionBounds, guarded
+from gateway.frontend.http.server import Ask, HttpFrontend, Push
+from gateway.frontend.service import ClientSession, Hub, PromptService
+from gateway.identity.audit import AuditTrail
+from gateway.identity.principal import LOCAL, Identity
+from gateway.identity.views import ClaimViews
+from gateway.observability.metrics import Metrics
+from gateway.protocol.errors import ConfigError, GatewayError
 from gateway.protocol.jsonrpc import Notification, Request, encode
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
-from gateway.session_ids import SessionIds
+from gateway.sources.client_requests import ClientRequestRelay
+from gateway.sources.progress import ProgressRelay
+from gateway.sources.upstream import Backoff, UpstreamConnector
 from gateway.transports import orphans
 from gateway.transports.base import MessageStream
-from gateway.upstream import Backoff, UpstreamConnector
-from gateway.views import ClaimViews
 
 if TYPE_CHECKING:
-    from gateway.file_source import FilePromptSource
+    from gateway.sources.files.source import FilePromptSource
 
 log = structlog.get_logger("gateway.app")
 
@@ -177,7 +177,7 @@ class Gateway:
         gateway = self.config.gateway
         connector: UpstreamConnector | FilePromptSource
         if isinstance(settings, FilesUpstream):
-            from gateway.file_source import FilePromptSource  # Jinja2, YAML, watchfiles: only for files
+            from gateway.sources.files.source import FilePromptSource  # Jinja2, YAML, watchfiles: only for files
 
             connector = FilePromptSource(settings, on_change=self._changed)
             scope = await self._tg.start(_run_in_scope, connector)

@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from gateway.errors import ConfigError
+from gateway.protocol.errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -19,7 +19,7 @@ import structlog
 import structlog.contextvars
 from anyio.abc import TaskGroup
 
-from gateway.errors import INTERNAL_ERROR, GatewayError, InvalidRequest, MethodNotFound
+from gateway.protocol.errors import INTERNAL_ERROR, GatewayError, InvalidRequest, MethodNotFound
 from gateway.protocol.jsonrpc import (
     Batch,
     ErrorResponse,

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from gateway.errors import InvalidParams, UpstreamUnavailable
+from gateway.protocol.errors import InvalidParams, UpstreamUnavailable
 
 
 @dataclass

@@ -5,9 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.catalog import UNAVAILABLE_META_KEY, Catalog, Mount
-from gateway.cursor import CursorCodec
-from gateway.errors import (
+from gateway.catalog.catalog import UNAVAILABLE_META_KEY, Catalog, Mount
+from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.policy import Rules
+from gateway.protocol.errors import (
     GatewayError,
     InvalidCursor,
     InvalidParams,
@@ -16,7 +17,6 @@ from gateway.errors import (
     UpstreamUnavailable,
     UpstreamUnsupported,
 )
-from gateway.policy import Rules
 from gateway.testing import FakePromptSource
 
 pytestmark = pytest.mark.anyio

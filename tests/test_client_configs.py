@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from gateway.config import load_config
-from gateway.errors import ConfigError
-from gateway.importer import import_client_config
+from gateway.importer.writer import import_client_config
+from gateway.protocol.errors import ConfigError
 
 VSCODE_MCP_JSON = """{
   // Inputs are prompted on first server start, then stored securely by VS Code.

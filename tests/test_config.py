@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import load_config, parse_config
-from gateway.errors import ConfigError
+from gateway.protocol.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 

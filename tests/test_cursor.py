@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.cursor import MAX_CURSOR_CHARS, CursorCodec, CursorTooLarge, ListingPosition, PagePosition
-from gateway.errors import InvalidCursor
+from gateway.catalog.cursor import MAX_CURSOR_CHARS, CursorCodec, CursorTooLarge, ListingPosition, PagePosition
+from gateway.protocol.errors import InvalidCursor
 
 codec = CursorCodec(b"k" * 32)
 positions = st.lists(

@@ -8,10 +8,10 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from gateway.debounce import ListChangedDebouncer
-from gateway.frontend import Hub, Subscription
-from gateway.metrics import Metrics
-from gateway.policy import Rules, Viewer
+from gateway.catalog.policy import Rules, Viewer
+from gateway.frontend.debounce import ListChangedDebouncer
+from gateway.frontend.service import Hub, Subscription
+from gateway.observability.metrics import Metrics
 
 pytestmark = pytest.mark.anyio
 

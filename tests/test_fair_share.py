@@ -1,4 +1,4 @@
-from gateway.fair_share import FairShare, default_share
+from gateway.identity.fair_share import FairShare, default_share
 
 
 def test_an_identity_at_its_share_is_refused_while_others_have_room() -> None:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.file_prompts import PromptFileError, RenderError, parse_prompt_file
-from gateway.file_source import scan
+from gateway.sources.files.prompts import PromptFileError, RenderError, parse_prompt_file
+from gateway.sources.files.source import scan
 
 REVIEW = """---
 title: Review code
@@ -248,9 +248,9 @@ def test_no_attachment_path_leaves_the_directory(path: str) -> None:
 def test_what_a_directory_embeds_is_bounded_altogether_and_read_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import gateway.file_source
+    import gateway.sources.files.source
 
-    monkeypatch.setattr(gateway.file_source, "MAX_ATTACHED_BYTES", 100)
+    monkeypatch.setattr(gateway.sources.files.source, "MAX_ATTACHED_BYTES", 100)
     (tmp_path / "one.txt").write_text("1" * 60)
     (tmp_path / "two.txt").write_text("2" * 60)
     (tmp_path / "a.md").write_text("<!-- resource: one.txt -->")

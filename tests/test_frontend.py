@@ -1,10 +1,10 @@
 import anyio
 import pytest
 
-from gateway.catalog import Catalog, Mount
-from gateway.cursor import CursorCodec
-from gateway.errors import InvalidParams, InvalidRequest, MethodNotFound, UnsupportedVersion
-from gateway.frontend import SERVER_INFO, ClientSession, Hub, PromptService
+from gateway.catalog.catalog import Catalog, Mount
+from gateway.catalog.cursor import CursorCodec
+from gateway.frontend.service import SERVER_INFO, ClientSession, Hub, PromptService
+from gateway.protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, UnsupportedVersion
 from gateway.protocol.jsonrpc import Notification, Request
 from gateway.protocol.modern import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY
 from gateway.testing import FakePromptSource

@@ -16,14 +16,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gateway.audit import AuditTrail
-from gateway.catalog import Catalog, Mount
+from gateway.catalog.catalog import Catalog, Mount
+from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.policy import Rules
 from gateway.config import AuditSettings, ServerSettings
-from gateway.cursor import CursorCodec
-from gateway.frontend import KNOWN_METHODS, ClientSession, Hub, Listener, PromptService, Subscription
-from gateway.http_server import Ask, HttpFrontend, Push
-from gateway.identity import Identity
-from gateway.policy import Rules
+from gateway.frontend.http.server import Ask, HttpFrontend, Push
+from gateway.frontend.service import KNOWN_METHODS, ClientSession, Hub, Listener, PromptService, Subscription
+from gateway.identity.audit import AuditTrail
+from gateway.identity.principal import Identity
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.modern import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 from gateway.rpc import Notify, RpcPeer

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.fair_share import FairShare
-from gateway.identity import LOCAL, Identity
+from gateway.identity.fair_share import FairShare
+from gateway.identity.principal import LOCAL, Identity
 
 IDP, OTHER_IDP = "https://idp.example.com", "https://other.example.com"
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gateway.errors import HeaderMismatch, InvalidParams, UnsupportedVersion
+from gateway.protocol.errors import HeaderMismatch, InvalidParams, UnsupportedVersion
 from gateway.protocol.modern import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.catalog import TAGS_META_KEY, Catalog, Mount
+from gateway.catalog.catalog import TAGS_META_KEY, Catalog, Mount
+from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.policy import AllOf, Rules
 from gateway.config import PromptOverride
-from gateway.cursor import CursorCodec
-from gateway.errors import InvalidParams, UnknownPrompt, UpstreamUnavailable
-from gateway.policy import AllOf, Rules
+from gateway.protocol.errors import InvalidParams, UnknownPrompt, UpstreamUnavailable
 from gateway.testing import FakePromptSource
 
 pytestmark = pytest.mark.anyio
@@ -284,7 +284,7 @@ def test_any_renames_list_each_public_name_once_route_it_and_never_reach_a_denie
 async def test_tag_rules_of_tokens_and_views_come_from_the_config() -> None:
     from gateway.app import Gateway
     from gateway.config import parse_config
-    from gateway.views import ClaimViews
+    from gateway.identity.views import ClaimViews
 
     config = parse_config(
         {

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.policy import Rules, skeleton
+from gateway.catalog.policy import Rules, skeleton
 
 names = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=30)
 simple = st.text(alphabet="abcdefgh_-*?", min_size=1, max_size=10)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.file_prompts import FilePrompt, parse_prompt_file
-from gateway.file_source import scan
-from gateway.prompt_formats.common import valid_name
+from gateway.sources.files.common import valid_name
+from gateway.sources.files.prompts import FilePrompt, parse_prompt_file
+from gateway.sources.files.source import scan
 
 
 def text(prompt: FilePrompt, **values: str) -> str:

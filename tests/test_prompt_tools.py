@@ -11,12 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.catalog import TAGS_META_KEY, Catalog, Mount
-from gateway.cursor import CursorCodec
-from gateway.errors import InvalidParams, MethodNotFound
-from gateway.frontend import SERVER_INFO, ClientSession, Hub, PromptService
-from gateway.policy import Rules
-from gateway.prompt_tools import (
+from gateway.catalog.catalog import TAGS_META_KEY, Catalog, Mount
+from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.policy import Rules
+from gateway.catalog.prompt_tools import (
     MAX_NAMES_IN_SCHEMA,
     ListCall,
     ToolInputError,
@@ -25,7 +23,9 @@ from gateway.prompt_tools import (
     parse_call,
     tool_definitions,
 )
+from gateway.frontend.service import SERVER_INFO, ClientSession, Hub, PromptService
 from gateway.protocol.eras import for_client
+from gateway.protocol.errors import InvalidParams, MethodNotFound
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 from gateway.testing import FakePromptSource

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import InvalidParams, InvalidRequest, ParseError
+from gateway.protocol.errors import InvalidParams, InvalidRequest, ParseError
 from gateway.protocol.jsonrpc import (
     Batch,
     ErrorResponse,

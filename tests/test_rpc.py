@@ -6,7 +6,7 @@ from typing import Any
 import anyio
 import pytest
 
-from gateway.errors import InvalidParams
+from gateway.protocol.errors import InvalidParams
 from gateway.protocol.jsonrpc import Notification, Request
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.testing import MemoryFrameStream, memory_frame_pair

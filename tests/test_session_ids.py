@@ -7,7 +7,7 @@ import base64
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.session_ids import MAX_ID_CHARS, PREFIX, SessionIds
+from gateway.cluster.session_ids import MAX_ID_CHARS, PREFIX, SessionIds
 
 KEY, OTHER = b"k" * 32, b"o" * 32
 NOW = 1_800_000_000.0

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.catalog.policy import AllOf, Rules
 from gateway.config import ClaimMatch, PolicyRules, ViewSettings
-from gateway.policy import AllOf, Rules
-from gateway.views import MAX_VALUES, ClaimViews, claim_values, matches
+from gateway.identity.views import MAX_VALUES, ClaimViews, claim_values, matches
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),

@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 
 from gateway import __version__
-from gateway.errors import InvalidParams, MethodNotFound
-from gateway.observability import configure_logging
+from gateway.observability.logs import configure_logging
+from gateway.protocol.errors import InvalidParams, MethodNotFound
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.versions import negotiate
 from gateway.rpc import Notify, RpcPeer

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from gateway.errors import GatewayError, InvalidParams, InvalidRequest, ParseError
+from gateway.protocol.errors import GatewayError, InvalidParams, InvalidRequest, ParseError
 
 RequestId: TypeAlias = "str | int"
 JSONObject: TypeAlias = "dict[str, Any]"

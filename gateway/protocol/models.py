@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gateway.errors import InvalidParams
+from gateway.protocol.errors import InvalidParams
 
 _Model = TypeVar("_Model", bound=BaseModel)
 

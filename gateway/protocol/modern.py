@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import (
+from gateway.protocol.errors import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
     INVALID_REQUEST,

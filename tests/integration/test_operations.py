@@ -98,7 +98,7 @@ async def test_secrets_never_reach_the_logs(tmp_path: Path) -> None:
 
 
 def test_redaction_processor() -> None:
-    from gateway.observability import REDACTED, redact_secrets
+    from gateway.observability.logs import REDACTED, redact_secrets
 
     event = redact_secrets(
         None,

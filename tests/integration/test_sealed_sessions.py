@@ -14,7 +14,7 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.cluster import PREFIX, session_key
+from gateway.cluster.replicas import PREFIX, session_key
 from tests.integration.helpers import (
     HTTP_HEADERS,
     INITIALIZE,

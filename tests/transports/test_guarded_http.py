@@ -15,7 +15,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from gateway.connection_guard import ConnectionBounds, guarded
+from gateway.frontend.http.connection_guard import ConnectionBounds, guarded
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import json5
 
-from gateway.errors import ConfigError
+from gateway.protocol.errors import ConfigError
 
 ClientFormat = Literal["auto", "claude-desktop", "claude-code", "cursor", "windsurf", "vscode", "zed"]
 CLIENT_FORMATS: tuple[ClientFormat, ...] = (

@@ -19,8 +19,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.errors import InvalidCursor
-from gateway.sealing import Sealer
+from gateway.cluster.sealing import Sealer
+from gateway.protocol.errors import InvalidCursor
 
 _VERSION = 2  # 1 was HMAC-signed plain JSON
 _HEADER = bytes([_VERSION])

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from gateway.errors import InvalidRequest, MethodNotFound
+from gateway.protocol.errors import InvalidRequest, MethodNotFound
 
 Ask = Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]]]
 """Send a request to the client that made the request being served, and wait for its result."""

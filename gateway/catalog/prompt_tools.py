@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import InvalidParams
-from gateway.overrides import TAGS_META_KEY
+from gateway.catalog.overrides import TAGS_META_KEY
+from gateway.protocol.errors import InvalidParams
 
 LIST_TOOL = "list_prompts"
 GET_TOOL = "get_prompt"

@@ -37,9 +37,9 @@ import jinja2.meta
 import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from gateway.catalog import TAGS_META_KEY
-from gateway.prompt_formats import claude_code, vscode
-from gateway.prompt_formats.common import Argument, lenient_front_matter, valid_name
+from gateway.catalog.catalog import TAGS_META_KEY
+from gateway.sources.files import claude_code, vscode
+from gateway.sources.files.common import Argument, lenient_front_matter, valid_name
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_OUTPUT_CHARS = 512 * 1024

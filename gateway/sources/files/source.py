@@ -26,8 +26,9 @@ import structlog
 import watchfiles
 
 from gateway.config import FilesUpstream
-from gateway.errors import UpstreamRejected, UpstreamUnavailable
-from gateway.file_prompts import (
+from gateway.protocol.errors import UpstreamRejected, UpstreamUnavailable
+from gateway.sources.files.common import valid_name
+from gateway.sources.files.prompts import (
     MAX_ATTACHMENT_BYTES,
     MAX_FILE_BYTES,
     Attachment,
@@ -39,7 +40,6 @@ from gateway.file_prompts import (
     kind_of,
     parse_prompt_file,
 )
-from gateway.prompt_formats.common import valid_name
 
 log = structlog.get_logger("gateway.files")
 

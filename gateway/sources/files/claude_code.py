@@ -28,7 +28,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway.prompt_formats.common import Argument, FrontMatter, as_names, first_line, text_of
+from gateway.sources.files.common import Argument, FrontMatter, as_names, first_line, text_of
 
 ARGUMENTS = "arguments"
 """The MCP argument holding what a person would type after the command."""

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.sealing import Sealer
+from gateway.cluster.sealing import Sealer
 
 PREFIX = "s1."
 """Marks the format (and its version): a plain random id from an older gateway never opens."""

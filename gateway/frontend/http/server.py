@@ -38,15 +38,16 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.cluster import NoCluster, RedisCluster, session_key
+from gateway.cluster.replicas import NoCluster, RedisCluster, session_key
 from gateway.config import ServerSettings, TokenSettings
 
 if TYPE_CHECKING:
-    from gateway.access_tokens import AccessTokenValidator
-from gateway.errors import ClientError, GatewayError
-from gateway.fair_share import FairShare, default_share
-from gateway.identity import Identity, key_of
-from gateway.protected_resource import challenge, metadata_document, metadata_paths
+    from gateway.identity.access_tokens import AccessTokenValidator
+from gateway.cluster.session_ids import Negotiated, SealedState, SessionIds
+from gateway.identity.fair_share import FairShare, default_share
+from gateway.identity.principal import Identity, key_of
+from gateway.identity.protected_resource import challenge, metadata_document, metadata_paths
+from gateway.protocol.errors import ClientError, GatewayError
 from gateway.protocol.jsonrpc import (
     Batch,
     ErrorResponse,
@@ -67,7 +68,6 @@ from gateway.protocol.jsonrpc import (
 from gateway.protocol.modern import HTTP_STATUS_FOR_CODE, carries_envelope, check_headers, read_envelope
 from gateway.protocol.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 from gateway.rpc import InboundRequests, Notify, PeerClosed, RemoteError, RequestTimeout, answer
-from gateway.session_ids import Negotiated, SealedState, SessionIds
 from gateway.transports.sse import KEEPALIVE, KEEPALIVE_S, EventLog, encode_event, epoch_of
 
 log = structlog.get_logger("gateway.http")
@@ -239,7 +239,7 @@ class Guard:
         self._auth = settings.auth
         self._validator: AccessTokenValidator | None = None
         if settings.auth is not None:  # JOSE and the HTTP client load only where tokens are checked
-            from gateway.access_tokens import AccessTokenValidator
+            from gateway.identity.access_tokens import AccessTokenValidator
 
             self._validator = AccessTokenValidator(settings.auth)
         # Every request asks the same one or two questions: the answers are kept (bounded: the values
@@ -272,7 +272,7 @@ class Guard:
         return await self._check_access_token(candidate)
 
     async def _check_access_token(self, token: str) -> tuple[Identity | None, Response | None]:
-        from gateway.access_tokens import IssuerUnavailable, TokenRejected
+        from gateway.identity.access_tokens import IssuerUnavailable, TokenRejected
 
         assert self._validator is not None  # noqa: S101 - only with [server.auth]
         assert self._auth is not None  # noqa: S101

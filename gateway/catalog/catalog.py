@@ -28,11 +28,11 @@ import anyio
 import structlog
 from pydantic import BaseModel, ValidationError
 
-from gateway import overrides
-from gateway.client_requests import Ask, ClientRequestRelay
+from gateway.catalog import overrides
+from gateway.catalog.cursor import START, CursorCodec, CursorTooLarge, ListingPosition, PagePosition
+from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
 from gateway.config import PromptOverride
-from gateway.cursor import START, CursorCodec, CursorTooLarge, ListingPosition, PagePosition
-from gateway.errors import (
+from gateway.protocol.errors import (
     GatewayError,
     InvalidParams,
     UnknownPrompt,
@@ -42,8 +42,6 @@ from gateway.errors import (
     UpstreamUnavailable,
     UpstreamUnsupported,
 )
-from gateway.policy import ALLOW_ALL, Rules, Viewer
-from gateway.progress import ProgressRelay
 from gateway.protocol.models import (
     CompleteParams,
     CompleteResult,
@@ -57,6 +55,8 @@ from gateway.protocol.models import (
     parse_params,
 )
 from gateway.rpc import Notify
+from gateway.sources.client_requests import Ask, ClientRequestRelay
+from gateway.sources.progress import ProgressRelay
 
 MAX_UPSTREAM_CURSOR_CHARS = 2048
 MAX_INDEX_PAGES = 2000

@@ -31,13 +31,13 @@ import structlog
 from pydantic import ValidationError
 
 from gateway import __version__
-from gateway.client_requests import ADVERTISED_TO_UPSTREAMS, RELAYED
 from gateway.config import HttpUpstream, StdioUpstream
+from gateway.sources.client_requests import ADVERTISED_TO_UPSTREAMS, RELAYED
 
 if TYPE_CHECKING:
     from gateway.transports.client_credentials import UpstreamToken
     from gateway.transports.http_options import HttpOptions
-from gateway.errors import (
+from gateway.protocol.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     MethodNotFound,
     UpstreamError,

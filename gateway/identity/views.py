@@ -13,8 +13,8 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gateway.catalog.policy import AllOf, Rules, Viewer
 from gateway.config import ClaimMatch, ViewSettings
-from gateway.policy import AllOf, Rules, Viewer
 
 MAX_VALUES = 256
 MAX_DEPTH = 8

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.config import PromptOverride
-from gateway.errors import InvalidParams
+from gateway.protocol.errors import InvalidParams
 
 TAGS_META_KEY = "prompt-gateway/tags"
 """Where a listed prompt's tags are, in its ``_meta``."""

@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 import anyio
 import structlog
 
-from gateway.frontend import Hub
-from gateway.metrics import Metrics
+from gateway.frontend.service import Hub
+from gateway.observability.metrics import Metrics
 
 log = structlog.get_logger("gateway.app")
 

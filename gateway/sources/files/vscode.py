@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway.prompt_formats.common import Argument, FrontMatter, first_line, text_of
+from gateway.sources.files.common import Argument, FrontMatter, first_line, text_of
 
 ARGUMENTS = "arguments"
 BUILT_INS = {

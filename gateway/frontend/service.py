@@ -25,15 +25,16 @@ from typing import Any, Literal, Protocol
 import anyio
 import structlog
 
-from gateway import __version__, prompt_tools
-from gateway.audit import AUDITED, AuditTrail, prompt_of
-from gateway.catalog import Catalog
-from gateway.client_requests import Ask, asking
-from gateway.errors import GatewayError, InvalidParams, InvalidRequest, MethodNotFound
-from gateway.identity import Identity
-from gateway.metrics import Metrics
-from gateway.policy import Viewer
+from gateway import __version__
+from gateway.catalog import prompt_tools
+from gateway.catalog.catalog import Catalog
+from gateway.catalog.policy import Viewer
+from gateway.cluster.session_ids import Negotiated, SealedState
+from gateway.identity.audit import AUDITED, AuditTrail, prompt_of
+from gateway.identity.principal import Identity
+from gateway.observability.metrics import Metrics
 from gateway.protocol.eras import for_client
+from gateway.protocol.errors import GatewayError, InvalidParams, InvalidRequest, MethodNotFound
 from gateway.protocol.jsonrpc import Notification, Request
 from gateway.protocol.models import CompleteParams, GetPromptParams, parse_params
 from gateway.protocol.modern import (
@@ -45,7 +46,7 @@ from gateway.protocol.modern import (
 )
 from gateway.protocol.versions import negotiate
 from gateway.rpc import Notify
-from gateway.session_ids import Negotiated, SealedState
+from gateway.sources.client_requests import Ask, asking
 
 SessionState = Literal["new", "initializing", "ready", "closed"]
 SERVER_INFO = {"name": "mcp-prompt-gateway", "title": "MCP Prompt Gateway", "version": __version__}

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 import structlog
 
 from gateway.config import AuditSettings
-from gateway.identity import Identity
+from gateway.identity.principal import Identity
 
 if TYPE_CHECKING:
-    from gateway.http_server import RefusedRequest
+    from gateway.frontend.http.server import RefusedRequest
 
 log = structlog.get_logger("gateway.audit")
 

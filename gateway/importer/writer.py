@@ -14,9 +14,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.client_configs import ClientFormat, read_client_config
 from gateway.config import parse_config
-from gateway.errors import ConfigError
+from gateway.importer.clients import ClientFormat, read_client_config
+from gateway.protocol.errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib
