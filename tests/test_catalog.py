@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.catalog.catalog import UNAVAILABLE_META_KEY, Catalog, Mount
+from gateway.catalog.catalog import Catalog, Mount
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.policy import Rules
 from gateway.protocol.errors import (
@@ -17,6 +17,7 @@ from gateway.protocol.errors import (
     UpstreamUnavailable,
     UpstreamUnsupported,
 )
+from gateway.protocol.meta_keys import UNAVAILABLE_META_KEY
 from gateway.testing import FakePromptSource
 
 pytestmark = pytest.mark.anyio

@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.catalog.catalog import TAGS_META_KEY, Catalog, Mount
+from gateway.catalog.catalog import Catalog, Mount
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.policy import AllOf, Rules
 from gateway.config import PromptOverride
 from gateway.protocol.errors import InvalidParams, UnknownPrompt, UpstreamUnavailable
+from gateway.protocol.meta_keys import TAGS_META_KEY
 from gateway.testing import FakePromptSource
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.catalog.catalog import TAGS_META_KEY, Catalog, Mount
+from gateway.catalog.catalog import Catalog, Mount
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.policy import Rules
 from gateway.catalog.prompt_tools import (
@@ -27,6 +27,7 @@ from gateway.frontend.service import SERVER_INFO, ClientSession, Hub, PromptServ
 from gateway.protocol.eras import for_client
 from gateway.protocol.errors import InvalidParams, MethodNotFound
 from gateway.protocol.jsonrpc import Request
+from gateway.protocol.meta_keys import TAGS_META_KEY
 from gateway.protocol.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 from gateway.testing import FakePromptSource
 from tests.schema_check import check

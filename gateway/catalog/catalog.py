@@ -42,6 +42,7 @@ from gateway.protocol.errors import (
     UpstreamUnavailable,
     UpstreamUnsupported,
 )
+from gateway.protocol.meta_keys import UNAVAILABLE_META_KEY
 from gateway.protocol.models import (
     CompleteParams,
     CompleteResult,
@@ -63,8 +64,6 @@ MAX_INDEX_PAGES = 2000
 MAX_INDEX_PROMPTS = 100_000
 MAX_EMPTY_ROUNDS = 32
 MISS_REFRESH_INTERVAL_S = 1.0
-UNAVAILABLE_META_KEY = "prompt-gateway/unavailable"
-TAGS_META_KEY = overrides.TAGS_META_KEY
 
 log = structlog.get_logger("gateway.catalog")
 _T = TypeVar("_T")

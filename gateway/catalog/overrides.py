@@ -18,9 +18,8 @@ from typing import Any
 
 from gateway.config import PromptOverride
 from gateway.protocol.errors import InvalidParams
+from gateway.protocol.meta_keys import TAGS_META_KEY
 
-TAGS_META_KEY = "prompt-gateway/tags"
-"""Where a listed prompt's tags are, in its ``_meta``."""
 MAX_TAGS = 64
 
 

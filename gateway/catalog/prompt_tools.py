@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.catalog.overrides import TAGS_META_KEY
 from gateway.protocol.errors import InvalidParams
+from gateway.protocol.meta_keys import TAGS_META_KEY
 
 LIST_TOOL = "list_prompts"
 GET_TOOL = "get_prompt"

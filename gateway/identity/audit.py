@@ -13,16 +13,14 @@ import json
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 import structlog
 
 from gateway.config import AuditSettings
 from gateway.identity.principal import Identity
-
-if TYPE_CHECKING:
-    from gateway.frontend.http.server import RefusedRequest
 
 log = structlog.get_logger("gateway.audit")
 
@@ -83,6 +81,19 @@ def asked_in(body: bytes | None) -> list[tuple[str, str | None]]:
         else:
             found.append((method, prompt_of(method, params) if method in AUDITED else None))
     return found
+
+
+@dataclass(frozen=True)
+class RefusedRequest:
+    """A request refused before it was served, as the audit is told of it: the refusal, who (when the
+    credentials said so before something else refused them), and what it asked, as far as it says."""
+
+    status: int
+    reason: str
+    identity: Identity | None
+    method: str | None  # its Mcp-Method header (2026-07-28)
+    name: str | None  # its Mcp-Name header
+    body: bytes | None  # else its body, when one was read within the bound
 
 
 class AuditTrail:

@@ -44,6 +44,7 @@ from gateway.config import ServerSettings, TokenSettings
 if TYPE_CHECKING:
     from gateway.identity.access_tokens import AccessTokenValidator
 from gateway.cluster.session_ids import Negotiated, SealedState, SessionIds
+from gateway.identity.audit import RefusedRequest
 from gateway.identity.fair_share import FairShare, default_share
 from gateway.identity.principal import Identity, key_of
 from gateway.identity.protected_resource import challenge, metadata_document, metadata_paths
@@ -115,19 +116,6 @@ ASK_TIMEOUT_S = 600.0
 
 Stateless = Callable[[Request, Notify, Identity | None], Awaitable[dict[str, Any]]]
 """``handler(request, notify, principal)`` answers one 2026-07-28 request, no session involved."""
-
-
-@dataclass(frozen=True)
-class RefusedRequest:
-    """A request refused before it was served, as the audit is told of it: the refusal, who (when the
-    credentials said so before something else refused them), and what it asked, as far as it says."""
-
-    status: int
-    reason: str
-    identity: Identity | None
-    method: str | None  # its Mcp-Method header (2026-07-28)
-    name: str | None  # its Mcp-Name header
-    body: bytes | None  # else its body, when one was read within the bound
 
 
 @dataclass

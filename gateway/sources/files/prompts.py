@@ -37,7 +37,7 @@ import jinja2.meta
 import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from gateway.catalog.catalog import TAGS_META_KEY
+from gateway.protocol.meta_keys import TAGS_META_KEY
 from gateway.sources.files import claude_code, vscode
 from gateway.sources.files.common import Argument, lenient_front_matter, valid_name
 
