@@ -27,7 +27,8 @@ from gateway.cluster.session_ids import SessionIds
 from gateway.config import Config, FilesUpstream, HttpUpstream, ServerSettings, StdioUpstream
 from gateway.frontend.debounce import ListChangedDebouncer
 from gateway.frontend.http.connection_guard import ConnectionBounds, guarded
-from gateway.frontend.http.server import Ask, HttpFrontend, Push
+from gateway.frontend.http.server import HttpFrontend
+from gateway.frontend.http.sessions import Ask, Push
 from gateway.frontend.service import ClientSession, Hub, PromptService
 from gateway.identity.audit import AuditTrail
 from gateway.identity.principal import LOCAL, Identity

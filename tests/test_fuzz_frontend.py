@@ -20,7 +20,8 @@ from gateway.catalog.catalog import Catalog, Mount
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.policy import Rules
 from gateway.config import AuditSettings, ServerSettings
-from gateway.frontend.http.server import Ask, HttpFrontend, Push
+from gateway.frontend.http.server import HttpFrontend
+from gateway.frontend.http.sessions import Ask, Push
 from gateway.frontend.service import KNOWN_METHODS, ClientSession, Hub, Listener, PromptService, Subscription
 from gateway.identity.audit import AuditTrail
 from gateway.identity.principal import Identity

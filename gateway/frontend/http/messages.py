@@ -1,0 +1,147 @@
+"""What the HTTP paths share to read a request and write an answer: headers decoded once, bodies read within
+a bound, plain JSON-RPC refusals, event-stream responses, and the watch that cancels a request whose
+client went away. HTTP only: nothing here knows about sessions or prompts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+import structlog.contextvars
+from starlette.requests import ClientDisconnect
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from gateway.protocol.errors import GatewayError
+from gateway.protocol.jsonrpc import (
+    ErrorResponse,
+    Request,
+    dumps,
+    error_response,
+    to_wire,
+)
+from gateway.protocol.modern import HTTP_STATUS_FOR_CODE
+
+if TYPE_CHECKING:
+    pass
+
+log = structlog.get_logger("gateway.http")
+
+
+REQUEST_CANCELLED = -32800
+
+
+def error_body(error: GatewayError, request_id: Any = None) -> dict[str, Any]:
+    return to_wire(error_response(request_id, error))
+
+
+def plain(status: int, message: str, **headers: str) -> JSONResponse:
+    """An HTTP-level refusal with a JSON-RPC error body that has no id, as the spec permits."""
+    code = -32600 if status < 500 else -32603
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+_HEADERS_KEY = "gateway.headers"
+
+
+def headers_of(request: HttpRequest) -> dict[str, str]:
+    """The request's headers decoded once into a dict, kept in its ASGI scope (Starlette's lookups scan
+    and decode the whole list each time, and a request asks for up to ten). ASGI names are lower-case;
+    of repeated headers the first wins, as with Starlette."""
+    decoded: dict[str, str] | None = request.scope.get(_HEADERS_KEY)
+    if decoded is None:
+        decoded = {}
+        for name, value in request.scope["headers"]:
+            decoded.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+        request.scope[_HEADERS_KEY] = decoded
+    return decoded
+
+
+_MAX_DECIMAL_DIGITS = 18  # below 2**63: every number a client sends here fits, and none costs a big-int parse
+
+
+def decimal_header(value: str | None) -> int | None:
+    """A header's non-negative decimal integer, ASCII digits only (``str.isdigit`` also admits ``²`` and
+    ``٣``, which ``int`` refuses or reads); None for anything else, or more than 18 digits."""
+    if value is None or not (0 < len(value) <= _MAX_DECIMAL_DIGITS) or not value.isascii() or not value.isdigit():
+        return None
+    return int(value)
+
+
+def accepts(request: HttpRequest, media_type: str) -> bool:
+    accept = headers_of(request).get("accept")
+    if accept is None:
+        return True
+    kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")}
+    return bool(kinds & {media_type, "*/*", media_type.split("/")[0] + "/*"})
+
+
+async def read_body(request: HttpRequest, limit: int) -> bytes | None:
+    """The body, or None once it exceeds ``limit`` (read no further: memory stays bounded). Read from
+    ASGI ``receive`` directly: Starlette's stream generator costs more than the copy."""
+    declared = headers_of(request).get("content-length")
+    if declared is not None and (decimal_header(declared) or 0) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await request.receive()
+        if message["type"] != "http.request":
+            raise ClientDisconnect
+        chunk: bytes = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return None
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def sse_response(body: AsyncIterator[bytes], session_id: str | None = None) -> StreamingResponse:
+    headers = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
+    if session_id is not None:
+        headers["Mcp-Session-Id"] = session_id
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+
+def modern_answer(answer: dict[str, Any] | ErrorResponse) -> Response:
+    """A stateless answer as JSON, with the HTTP status 2026-07-28 assigns to its error code."""
+    wire = to_wire(answer) if isinstance(answer, ErrorResponse) else answer
+    error = wire.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    status = HTTP_STATUS_FOR_CODE.get(code, 200) if isinstance(code, int) else 200
+    return Response(dumps(wire), status_code=status, media_type="application/json")
+
+
+class DisconnectWatch:
+    """Closing the connection is how a 2026-07-28 client cancels. The body is read, so the next ASGI
+    message is ``http.disconnect``: sent when the client goes away, or once the response has been
+    sent (ASGI: ``receive`` after the response). The watch therefore ends by itself and is never
+    cancelled. It runs as a plain asyncio task that the front end holds until it is done: an anyio
+    task costs several times more to start, and anyio formats the cancelling task's repr on every
+    cancel (together ~10% of the gateway's CPU on this path); uvicorn runs on asyncio in any case."""
+
+    def __init__(self, http: HttpRequest, scope: anyio.CancelScope) -> None:
+        self._http = http
+        self._scope = scope
+        self.answered = False
+
+    async def run(self) -> None:
+        while (await self._http.receive())["type"] != "http.disconnect":
+            pass
+        if not self.answered:
+            self._scope.cancel()
+
+
+async def no_notify(method: str, params: dict[str, Any] | None) -> None:
+    """A JSON answer has nowhere to put notifications (a client wanting progress gets a stream)."""
+
+
+def wants_progress(request: Request) -> bool:
+    meta = (request.params or {}).get("_meta")
+    return isinstance(meta, dict) and "progressToken" in meta

@@ -1,0 +1,96 @@
+"""Streamable HTTP in the 2026-07-28 era: a request and its answer in one POST, no session. What HTTP adds
+(headers mirroring the body) is checked, the answer's status follows its error code, and closing the
+response stream cancels the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+import structlog.contextvars
+from starlette.requests import Request as HttpRequest
+from starlette.responses import Response
+
+if TYPE_CHECKING:
+    pass
+from gateway.frontend.http.messages import (
+    DisconnectWatch,
+    accepts,
+    headers_of,
+    modern_answer,
+    no_notify,
+    plain,
+    sse_response,
+    wants_progress,
+)
+from gateway.frontend.http.paths import HttpPaths
+from gateway.identity.principal import Identity
+from gateway.protocol.errors import ClientError
+from gateway.protocol.jsonrpc import (
+    Request,
+    error_response,
+    to_wire,
+)
+from gateway.protocol.modern import check_headers, read_envelope
+from gateway.rpc import Notify, answer
+
+log = structlog.get_logger("gateway.http")
+
+
+class StatelessPath(HttpPaths):
+    """Streamable HTTP in the 2026-07-28 era: one request per POST, no session; its own share of the
+    bounds for plain requests and for streams (listen, progress), per identity."""
+
+    async def _serve_stateless(self, http: HttpRequest, request: Request, principal: Identity | None) -> Response:
+        try:
+            envelope = read_envelope(request.params)
+            check_headers(headers_of(http), request.method, request.params, envelope.version)
+        except ClientError as exc:
+            return modern_answer(error_response(request.id, exc))
+        streamed = request.method == "subscriptions/listen" or wants_progress(request)
+        refusal = (self._stream_share if streamed else self._request_share).refusal(principal)
+        if refusal is not None:
+            kind = "streams open" if streamed else "requests in flight"
+            return plain(503, f"Service Unavailable: too many {kind} ({refusal})", **{"Retry-After": "5"})
+        if streamed and not accepts(http, "text/event-stream"):
+            return plain(406, "Not Acceptable: this answer is a stream; the client must accept text/event-stream")
+        if streamed and self.store.task_group is None:
+            return plain(503, "Service Unavailable: shutting down")
+        if streamed:
+            body = self._answer_events(lambda notify: self._stateless_answer(request, notify, principal))
+            return sse_response(self._counted(body, principal))
+        self._request_share.acquire(principal)
+        try:
+            with anyio.CancelScope() as scope:
+                watch = DisconnectWatch(http, scope)
+                watch_task = asyncio.get_running_loop().create_task(watch.run())
+                self._watches.add(watch_task)  # held until done: the loop keeps only weak references
+                watch_task.add_done_callback(self._watches.discard)
+                answer = await self._stateless_answer(request, no_notify, principal)
+                watch.answered = True
+                return modern_answer(answer)
+            return Response(status_code=499)  # the client went away; nobody reads this
+        finally:
+            self._request_share.release(principal)
+
+    async def _counted(self, body: AsyncGenerator[bytes], principal: Identity | None) -> AsyncGenerator[bytes]:
+        """A stateless stream counts towards its bound while it is being read (not before: one never
+        read is never started)."""
+        self._stream_share.acquire(principal)
+        try:
+            async for chunk in body:
+                yield chunk
+        finally:
+            self._stream_share.release(principal)
+            await body.aclose()  # its request is cancelled now, not when the generator is collected
+
+    async def _stateless_answer(self, request: Request, notify: Notify, principal: Identity | None) -> dict[str, Any]:
+        tokens = structlog.contextvars.bind_contextvars(request_id=request.id, method=request.method)
+        try:
+            return to_wire(await answer(request, self._stateless(request, notify, principal), log))
+        finally:
+            structlog.contextvars.reset_contextvars(**tokens)
