@@ -37,9 +37,10 @@ from gateway.observability.metrics import Metrics
 from gateway.protocol.errors import ConfigError, GatewayError
 from gateway.protocol.jsonrpc import Notification, Request, encode
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
+from gateway.sources.backoff import Backoff
 from gateway.sources.client_requests import ClientRequestRelay
 from gateway.sources.progress import ProgressRelay
-from gateway.sources.upstream import Backoff, UpstreamConnector
+from gateway.sources.upstream import UpstreamConnector
 from gateway.transports import orphans
 from gateway.transports.base import MessageStream
 

@@ -1,7 +1,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.sources.upstream import Backoff, _without_credentials
+from gateway.sources.backoff import Backoff
+from gateway.sources.upstream_options import _without_credentials
 
 
 @given(st.floats(0.01, 5), st.floats(5, 60), st.integers(1, 30))

@@ -17,28 +17,22 @@ States (the whole machine lives in ``_TRANSITIONS``):
 
 from __future__ import annotations
 
-import random
 import re
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
-from urllib.parse import urlsplit, urlunsplit
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import structlog
-from pydantic import ValidationError
 
-from gateway import __version__
 from gateway.config import HttpUpstream, StdioUpstream
-from gateway.sources.client_requests import ADVERTISED_TO_UPSTREAMS, RELAYED
+from gateway.sources.client_requests import RELAYED
 
 if TYPE_CHECKING:
-    from gateway.transports.client_credentials import UpstreamToken
-    from gateway.transports.http_options import HttpOptions
+    pass
 from gateway.protocol.errors import (
-    UNSUPPORTED_PROTOCOL_VERSION,
     MethodNotFound,
     UpstreamError,
     UpstreamProtocolError,
@@ -47,16 +41,26 @@ from gateway.protocol.errors import (
     UpstreamUnavailable,
 )
 from gateway.protocol.jsonrpc import Notification, Request
-from gateway.protocol.models import DiscoverResult, InitializeResult, describe
-from gateway.protocol.modern import RECOGNIZED_MODERN_ERRORS, SERVER_INFO_KEY, with_envelope, without_envelope
+from gateway.protocol.modern import with_envelope, without_envelope
 from gateway.protocol.versions import (
-    HANDSHAKE_VERSIONS,
-    LATEST_HANDSHAKE_VERSION,
-    LATEST_MODERN_VERSION,
     declares_completions,
     is_modern,
 )
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
+from gateway.sources.backoff import Backoff
+from gateway.sources.eras import (
+    DiedOnProbe,
+    EraNegotiation,
+    HandshakeFailed,
+)
+from gateway.sources.upkeep import ConnectionUpkeep
+from gateway.sources.upstream_options import (
+    CLIENT_INFO,
+    _env_file,
+    _http_options,
+    _upstream_token,
+    _without_credentials,
+)
 from gateway.transports.base import MessageStream
 from gateway.transports.stdio import ChildSpec, open_child
 
@@ -71,23 +75,6 @@ _TRANSITIONS: dict[State, frozenset[State]] = {
 }
 
 
-@runtime_checkable
-class VersionedStream(Protocol):
-    """A transport that must repeat the negotiated revision on every message (HTTP's header)."""
-
-    def set_protocol_version(self, version: str | None) -> None: ...
-
-
-def _set_version(stream: MessageStream, version: str | None) -> None:
-    if isinstance(stream, VersionedStream):
-        stream.set_protocol_version(version)
-
-
-PROBE_PATIENCE_S = 10.0
-"""How long the ``server/discover`` probe is waited for alone before the handshake is tried beside it (a
-server that ignores requests before ``initialize`` never answers: the spec's legacy server). The probe
-itself stays pending for the upstream's whole ``timeout_s``: an answer that comes late still counts."""
-
 STDERR_TAIL_LINES = 5
 HEALTH_CHECK_S = 5.0
 REMOTE_RETRY_MAX_S = 5.0
@@ -99,24 +86,9 @@ _CRASH = re.compile(r"Traceback \(most recent call last\)|validation errors? for
 probe, and then wait for the next line before exiting)."""
 
 
-async def _first_of(*events: anyio.Event) -> None:
-    """Until one of the events is set."""
-    async with anyio.create_task_group() as tg:
-
-        async def wait(event: anyio.Event) -> None:
-            await event.wait()
-            tg.cancel_scope.cancel()
-
-        for event in events:
-            tg.start_soon(wait, event)
-
-
 def _closed_reason(stream: MessageStream | None) -> str | None:
     reason = getattr(stream, "closed_reason", None)
     return reason if isinstance(reason, str) else None
-
-
-CLIENT_INFO = {"name": "mcp-prompt-gateway", "version": __version__}
 
 
 def _connection_failures() -> tuple[type[BaseException], ...]:
@@ -129,124 +101,7 @@ def _connection_failures() -> tuple[type[BaseException], ...]:
     return (OSError, UpstreamError, http.HttpTransportError, *http.HTTP_ERRORS)
 
 
-def _upstream_token(settings: StdioUpstream | HttpUpstream) -> UpstreamToken | None:
-    """The gateway's own token for an upstream that asks for one (``oauth``), kept across reconnects."""
-    if not isinstance(settings, HttpUpstream) or settings.oauth is None:
-        return None
-    from gateway.transports.client_credentials import ClientCredentialsGrant, UpstreamToken
-
-    oauth = settings.oauth
-    grant = ClientCredentialsGrant(
-        token_url=oauth.token_url,
-        client_id=oauth.client_id,
-        client_secret=oauth.client_secret,
-        resource=oauth.resource or settings.url,
-        scope=oauth.scope,
-    )
-    return UpstreamToken(grant, _http_options(settings))
-
-
-def _env_file(settings: StdioUpstream) -> dict[str, str]:
-    """The variables of the upstream's ``env_file`` (dotenv syntax, read by python-dotenv), read anew at
-    each start so an edited file takes effect with the next restart."""
-    if settings.env_file is None:
-        return {}
-    from dotenv import dotenv_values
-
-    try:
-        with open(settings.env_file, encoding="utf-8") as source:
-            values = dotenv_values(stream=source)
-    except OSError as exc:
-        raise UpstreamUnavailable(
-            settings.namespace, f"cannot read its env_file {settings.env_file}: {exc.strerror}"
-        ) from exc
-    return {key: value for key, value in values.items() if value is not None}
-
-
-def _http_options(settings: HttpUpstream) -> HttpOptions:
-    from gateway.transports.http_options import HttpOptions
-
-    return HttpOptions(
-        timeout_s=settings.timeout_s,
-        headers=settings.headers,
-        connect_timeout_s=settings.connect_timeout_s,
-        read_timeout_s=settings.read_timeout_s,
-        proxy=settings.proxy,
-        verify=settings.verify,
-        ca_file=settings.ca_file,
-        client_cert=settings.client_cert,
-        client_key=settings.client_key,
-    )
-
-
-def _without_credentials(url: str) -> str:
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-class HandshakeFailed(Exception):
-    """The server answered, but not as a prompt server we can use: retrying will not help."""
-
-
-class DiedOnProbe(UpstreamUnavailable):
-    """The server exited on the ``server/discover`` probe or right after it, as Python SDK servers up to
-    mcp 1.8.1 do (a validation error ends their stdio loop): restarted at once, spoken to with the
-    handshake only from then on."""
-
-
-class _ModernOnly(Exception):
-    """``initialize`` was refused with the modern revisions' unsupported-version error."""
-
-    def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__(str(error.get("message")))
-        self.error = error
-
-
-class Backoff:
-    """Exponential backoff with full jitter, capped; resets after a connection that stayed up."""
-
-    def __init__(self, initial_s: float = 0.5, max_s: float = 30.0, max_attempts: int | None = None) -> None:
-        self.initial_s = initial_s
-        self.max_s = max_s
-        self.max_attempts = max_attempts
-        self.attempt = 0
-
-    def next_delay(self) -> float | None:
-        """Seconds to wait before the next attempt, or None to give up."""
-        self.attempt += 1
-        if self.max_attempts is not None and self.attempt > self.max_attempts:
-            return None
-        ceiling = min(self.max_s, self.initial_s * 2 ** (self.attempt - 1))
-        return random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not cryptography
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-
-class _Probe:
-    """The ``server/discover`` probe running beside the handshake: its outcome, once it has one."""
-
-    def __init__(self) -> None:
-        self.settled = anyio.Event()
-        self._outcome: DiscoverResult | BaseException | None = None
-
-    async def run(self, discover: Callable[[], Awaitable[DiscoverResult | None]]) -> None:
-        try:
-            self._outcome = await discover()
-        except (HandshakeFailed, UpstreamError) as exc:
-            self._outcome = exc
-        self.settled.set()
-
-    def result(self) -> DiscoverResult | None:
-        """The DiscoverResult, None for a legacy server; what the probe raised is raised here."""
-        if isinstance(self._outcome, BaseException):
-            raise self._outcome
-        return self._outcome
-
-
-class UpstreamConnector:
+class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
     def __init__(
         self,
         settings: StdioUpstream | HttpUpstream,
@@ -490,213 +345,6 @@ class UpstreamConnector:
         if failure is not None:
             raise failure
         return self._drop_reason or _closed_reason(stream) or "connection closed"
-
-    async def _check_health(self, peer: RpcPeer, stream: MessageStream) -> None:
-        """A remote server can go away without a word (no process to watch, a GET stream it may not
-        offer): asked every ``HEALTH_CHECK_S`` whether it is there (``ping``; ``server/discover`` for a
-        2026-07-28 server, which has no ping). No answer in time, or no server: the connection is
-        dropped, the upstream reported down and reconnected with backoff."""
-        method = "server/discover" if self.modern else "ping"
-        while not peer.closed:
-            await anyio.sleep(HEALTH_CHECK_S)
-            try:
-                await peer.request(method, self._for_server(None), timeout=min(self.settings.timeout_s, HEALTH_CHECK_S))
-            except RemoteError:
-                continue  # it answered: it is there
-            except (RequestTimeout, UnusableAnswer):
-                self._drop_reason = f"did not answer {method} within {min(self.settings.timeout_s, HEALTH_CHECK_S)}s"
-                self._log.warning("upstream_unresponsive", method=method)
-                await peer.aclose()
-                return
-            except PeerClosed:
-                return
-
-    async def _establish(self, peer: RpcPeer, stream: MessageStream) -> None:
-        """Speak the server's era: 2026-07-28 when it answers discovery, else the handshake. In ``auto``
-        the probe gets ``PROBE_PATIENCE_S`` alone; then the handshake is tried beside it, and a probe
-        answer that still comes (a busy server, or one that refuses ``initialize`` as modern-only) wins."""
-        settings = self.settings
-        mode = "legacy" if isinstance(settings, HttpUpstream) and settings.transport == "sse" else settings.protocol
-        if mode == "legacy" or self._handshake_only:
-            await self._handshake(peer, probed=False)
-            _set_version(stream, self.protocol_version)
-            return
-        _set_version(stream, LATEST_MODERN_VERSION)
-        if mode == "modern":
-            self._use_discovered(await self._discover(peer, required=True))
-            return
-        probe = _Probe()
-        failure: HandshakeFailed | UpstreamError | None = None
-        discovered: DiscoverResult | None = None
-        async with anyio.create_task_group() as tg:  # nothing raised inside: a task group would wrap it
-            tg.start_soon(probe.run, lambda: self._discover(peer, required=False))
-            try:
-                discovered = await self._probe_or_handshake(peer, stream, probe)
-            except (HandshakeFailed, UpstreamError) as exc:
-                failure = exc
-            finally:
-                tg.cancel_scope.cancel()  # settled one way or the other: the probe's answer no longer matters
-        if failure is not None:
-            raise failure
-        if discovered is not None:
-            self._use_discovered(discovered)
-        else:
-            _set_version(stream, self.protocol_version)
-
-    async def _probe_or_handshake(self, peer: RpcPeer, stream: MessageStream, probe: _Probe) -> DiscoverResult | None:
-        """The DiscoverResult of a modern server, or None once the handshake is done. A server that prints
-        a crash on stderr while the probe is pending (mcp <= 1.8.1, which then waits for another line
-        before it exits) is restarted for the handshake only at once, not after the probe's patience."""
-        pinged = anyio.Event()
-        if isinstance(self.settings, StdioUpstream) and self._connection_tasks is not None:
-            self._connection_tasks.start_soon(self._ping_beside_probe, peer, pinged)  # left to end by itself
-        with anyio.move_on_after(min(PROBE_PATIENCE_S, self.settings.timeout_s)):
-            await _first_of(probe.settled, self._probe_crashed, pinged)
-        if self._probe_crashed.is_set() and not probe.settled.is_set():
-            self._handshake_only = self._guessed_handshake_only = True
-            message = (
-                self._exited("on the server/discover probe", verb="crashed") + "; restarting it for the handshake only"
-            )
-            raise DiedOnProbe(self.namespace, message)
-        if probe.settled.is_set():
-            discovered = probe.result()
-            if discovered is not None:
-                return discovered
-        _set_version(stream, None)
-        try:
-            await self._handshake(peer, probed=True)
-        except _ModernOnly:
-            await probe.settled.wait()  # the probe has the rest of timeout_s
-            discovered = probe.result()
-            if discovered is None:  # it said it is modern: a server too busy starting to answer in time
-                _set_version(stream, LATEST_MODERN_VERSION)
-                discovered = await self._discover(peer, required=True)  # asked again, on the same connection
-            return discovered
-        return None
-
-    async def _ping_beside_probe(self, peer: RpcPeer, pinged: anyio.Event) -> None:
-        """A ``ping`` right behind the probe: a handshake-era server that ignores the probe but answers it
-        is known at once (no patience waited out), and a server that crashed on the probe but reads on
-        (mcp <= 1.8.1 exits at its next line) exits now, not at the handshake ten seconds later."""
-        with suppress(RemoteError, RequestTimeout, UnusableAnswer, PeerClosed):
-            await peer.request("ping", None, timeout=self.settings.timeout_s)
-            pinged.set()
-
-    def _use_discovered(self, discovered: DiscoverResult | None) -> None:
-        if discovered is None:  # only for a required probe, which raises instead
-            raise HandshakeFailed("did not answer server/discover")
-        self.protocol_version = LATEST_MODERN_VERSION
-        self.capabilities = discovered.capabilities
-        meta = discovered.model_extra.get("_meta") if discovered.model_extra else None
-        info = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
-        self.server_info = info if isinstance(info, dict) else {}
-        if not isinstance(self.capabilities.get("prompts"), dict):
-            raise HandshakeFailed("does not offer the prompts capability")
-
-    async def _discover(self, peer: RpcPeer, *, required: bool) -> DiscoverResult | None:
-        """The server's DiscoverResult when it speaks a modern revision we speak; None for a legacy server
-        (any error that is not a modern one, or silence), unless ``required``."""
-        params = with_envelope(None, version=LATEST_MODERN_VERSION, client_info=CLIENT_INFO)
-        try:
-            raw = await peer.request("server/discover", params, timeout=self.settings.timeout_s)
-        except UnusableAnswer as exc:
-            raise UpstreamProtocolError(self.namespace, f"answered server/discover unusably: {exc.problem}") from exc
-        except RemoteError as exc:
-            code, data = exc.error.get("code"), exc.error.get("data")
-            supported = data.get("supported") if isinstance(data, dict) else None
-            if code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(supported, list):
-                if not required and any(v in HANDSHAKE_VERSIONS for v in supported):
-                    return None  # it also speaks a handshake revision
-                raise HandshakeFailed(f"speaks only protocol revisions {supported}, none of which we speak") from exc
-            if required or code in RECOGNIZED_MODERN_ERRORS:
-                raise HandshakeFailed(f"refused server/discover: {exc.error.get('message')}") from exc
-            return None
-        except PeerClosed as exc:
-            self._raise_if_unreachable(exc)
-            if required:
-                raise UpstreamUnavailable(self.namespace, self._exited("during discovery")) from exc
-            self._handshake_only = True
-            raise DiedOnProbe(
-                self.namespace, self._exited("on the server/discover probe") + "; restarting it for the handshake only"
-            ) from exc
-        except RequestTimeout as exc:
-            if required:
-                raise UpstreamTimeout(self.namespace, "did not answer server/discover") from exc
-            return None
-        try:
-            result = DiscoverResult.model_validate(raw)
-        except ValidationError as exc:
-            raise HandshakeFailed(f"sent an invalid server/discover result: {describe(exc)}") from exc
-        if LATEST_MODERN_VERSION in result.supportedVersions:
-            return result
-        if required:
-            raise HandshakeFailed(f"supports only {result.supportedVersions}, not {LATEST_MODERN_VERSION}")
-        return None  # it answers discovery but advertises no modern revision: a legacy advertisement
-
-    async def _listen(self, peer: RpcPeer) -> None:
-        """Hold a ``subscriptions/listen`` stream open for prompt list changes, re-opening it when the server
-        ends it; while it is down, the catalog does not cache this server's pages without a TTL."""
-        retry = Backoff(initial_s=1.0, max_s=30.0)
-        params = {"notifications": {"promptsListChanged": True}}
-        while not peer.closed:
-            try:
-                with anyio.CancelScope() as self._listen_scope:
-                    await peer.request("subscriptions/listen", self._for_server(params), timeout=None)
-                self._log.info("upstream_listen_ended")
-            except RemoteError as exc:
-                self._log.warning("upstream_listen_refused", error=exc.error.get("message"))
-            except PeerClosed:
-                return
-            finally:
-                self._listen_scope = None
-                if self._listening:  # it was up: a later drop is a new one, not one more failed attempt
-                    self._listening = False
-                    retry.reset()
-                    self._on_change(self.namespace)  # changes may now go unannounced: stop caching
-            await anyio.sleep(retry.next_delay() or retry.max_s)
-
-    async def _handshake(self, peer: RpcPeer, *, probed: bool) -> None:
-        """``probed``: the probe went first on this connection, and a server that dies now died of it."""
-        params = {
-            "protocolVersion": LATEST_HANDSHAKE_VERSION,
-            "capabilities": ADVERTISED_TO_UPSTREAMS,
-            "clientInfo": CLIENT_INFO,
-        }
-        try:
-            raw = await peer.request("initialize", params, timeout=self.settings.timeout_s)
-        except UnusableAnswer as exc:
-            raise UpstreamProtocolError(self.namespace, f"answered initialize unusably: {exc.problem}") from exc
-        except RemoteError as exc:
-            if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and probed:
-                raise _ModernOnly(exc.error) from exc  # modern after all: the probe's answer decides
-            if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and self._guessed_handshake_only:
-                self._handshake_only = self._guessed_handshake_only = False  # its stderr misled us: probe again
-                raise UpstreamUnavailable(self.namespace, "is modern after all: probing it again") from exc
-            raise HandshakeFailed(f"refused initialize: {exc.error.get('message')}") from exc
-        except PeerClosed as exc:
-            self._raise_if_unreachable(exc)
-            if probed and not self._handshake_only:
-                self._handshake_only = True
-                message = self._exited("during initialize, after the server/discover probe")
-                raise DiedOnProbe(self.namespace, message + "; restarting it for the handshake only") from exc
-            raise UpstreamUnavailable(self.namespace, self._exited("during initialize")) from exc
-        except RequestTimeout as exc:
-            raise UpstreamTimeout(self.namespace, "did not answer initialize") from exc
-        try:
-            result = InitializeResult.model_validate(raw)
-        except ValidationError as exc:
-            raise HandshakeFailed(f"sent an invalid initialize result: {describe(exc)}") from exc
-        if result.protocolVersion not in HANDSHAKE_VERSIONS:
-            raise HandshakeFailed(f"answered with unsupported protocol revision {result.protocolVersion!r}")
-        if not isinstance(result.capabilities.get("prompts"), dict):
-            raise HandshakeFailed("does not offer the prompts capability")
-        self.protocol_version = result.protocolVersion
-        self.capabilities = result.capabilities
-        self.server_info = result.serverInfo or {}
-        try:
-            await peer.notify("notifications/initialized")
-        except PeerClosed as exc:
-            raise UpstreamUnavailable(self.namespace, "exited during initialize") from exc
 
     async def _on_server_request(self, request: Request, notify: Notify) -> dict[str, Any]:
         if request.method == "ping":

@@ -1,0 +1,83 @@
+"""Keeping a connection honest once it is up: a 2026-07-28 server's ``subscriptions/listen`` stream held
+open (re-opened when the server ends it), and a remote server asked every ``HEALTH_CHECK_S`` whether
+it is still there. Mixed into the connector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from gateway.config import HttpUpstream, StdioUpstream
+
+if TYPE_CHECKING:
+    pass
+from gateway.rpc import PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
+from gateway.sources.backoff import Backoff
+from gateway.transports.base import MessageStream
+
+HEALTH_CHECK_S = 5.0
+"""How often a remote upstream is asked whether it is still there."""
+
+
+class ConnectionUpkeep:
+    """The listen stream and the health check of one connection; the connector's state they read and set."""
+
+    settings: StdioUpstream | HttpUpstream
+    namespace: str
+    _listening: bool
+    _listen_scope: anyio.CancelScope | None
+    _drop_reason: str | None
+    _log: Any
+    _on_change: Callable[[str], None]
+
+    @property
+    def modern(self) -> bool:
+        raise NotImplementedError
+
+    def _for_server(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    async def _check_health(self, peer: RpcPeer, stream: MessageStream) -> None:
+        """A remote server can go away without a word (no process to watch, a GET stream it may not
+        offer): asked every ``HEALTH_CHECK_S`` whether it is there (``ping``; ``server/discover`` for a
+        2026-07-28 server, which has no ping). No answer in time, or no server: the connection is
+        dropped, the upstream reported down and reconnected with backoff."""
+        method = "server/discover" if self.modern else "ping"
+        while not peer.closed:
+            await anyio.sleep(HEALTH_CHECK_S)
+            try:
+                await peer.request(method, self._for_server(None), timeout=min(self.settings.timeout_s, HEALTH_CHECK_S))
+            except RemoteError:
+                continue  # it answered: it is there
+            except (RequestTimeout, UnusableAnswer):
+                self._drop_reason = f"did not answer {method} within {min(self.settings.timeout_s, HEALTH_CHECK_S)}s"
+                self._log.warning("upstream_unresponsive", method=method)
+                await peer.aclose()
+                return
+            except PeerClosed:
+                return
+
+    async def _listen(self, peer: RpcPeer) -> None:
+        """Hold a ``subscriptions/listen`` stream open for prompt list changes, re-opening it when the server
+        ends it; while it is down, the catalog does not cache this server's pages without a TTL."""
+        retry = Backoff(initial_s=1.0, max_s=30.0)
+        params = {"notifications": {"promptsListChanged": True}}
+        while not peer.closed:
+            try:
+                with anyio.CancelScope() as self._listen_scope:
+                    await peer.request("subscriptions/listen", self._for_server(params), timeout=None)
+                self._log.info("upstream_listen_ended")
+            except RemoteError as exc:
+                self._log.warning("upstream_listen_refused", error=exc.error.get("message"))
+            except PeerClosed:
+                return
+            finally:
+                self._listen_scope = None
+                if self._listening:  # it was up: a later drop is a new one, not one more failed attempt
+                    self._listening = False
+                    retry.reset()
+                    self._on_change(self.namespace)  # changes may now go unannounced: stop caching
+            await anyio.sleep(retry.next_delay() or retry.max_s)
