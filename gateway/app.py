@@ -19,8 +19,9 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
-from gateway.catalog.catalog import Catalog, Mount
+from gateway.catalog.catalog import Catalog
 from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Rules, Viewer
 from gateway.cluster.replicas import NoCluster, RedisCluster
 from gateway.cluster.session_ids import SessionIds

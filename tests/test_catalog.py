@@ -5,8 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.catalog.catalog import Catalog, Mount
+from gateway.catalog.catalog import Catalog
 from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Rules
 from gateway.protocol.errors import (
     GatewayError,

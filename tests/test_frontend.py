@@ -1,8 +1,9 @@
 import anyio
 import pytest
 
-from gateway.catalog.catalog import Catalog, Mount
+from gateway.catalog.catalog import Catalog
 from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.mounts import Mount
 from gateway.frontend.service import SERVER_INFO, ClientSession, Hub, PromptService
 from gateway.protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, UnsupportedVersion
 from gateway.protocol.jsonrpc import Notification, Request

@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gateway.catalog.catalog import Catalog, Mount
+from gateway.catalog.catalog import Catalog
 from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Rules
 from gateway.config import AuditSettings, ServerSettings
 from gateway.frontend.http.server import HttpFrontend

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.catalog.catalog import Catalog, Mount
+from gateway.catalog.catalog import Catalog
 from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import AllOf, Rules
 from gateway.config import PromptOverride
 from gateway.protocol.errors import InvalidParams, UnknownPrompt, UpstreamUnavailable

@@ -1,0 +1,202 @@
+"""``prompts/get`` and ``completion/complete`` routed by *exact* name: forwarded only for a name the upstream
+itself listed and policy lets through, its answer validated before it is relayed. Mixed into the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from gateway.catalog import overrides
+from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.mounts import (
+    Mount,
+    Page,
+)
+from gateway.catalog.policy import Viewer
+from gateway.protocol.errors import (
+    InvalidParams,
+    UnknownPrompt,
+    UpstreamError,
+    UpstreamProtocolError,
+    UpstreamRejected,
+    UpstreamUnavailable,
+    UpstreamUnsupported,
+)
+from gateway.protocol.models import (
+    CompleteParams,
+    CompleteResult,
+    GetPromptParams,
+    GetPromptResult,
+    InputRequiredResult,
+    PromptRef,
+    describe,
+    parse_params,
+)
+from gateway.rpc import Notify
+from gateway.sources.client_requests import Ask, ClientRequestRelay
+from gateway.sources.progress import ProgressRelay
+
+_T = TypeVar("_T")
+_Result = TypeVar("_Result", bound=BaseModel)
+
+
+class Routing:
+    """The routing half of the catalog; the state it reads is the catalog's."""
+
+    mounts: tuple[Mount, ...]
+    ttl_ms: int
+    _codec: CursorCodec
+    _generation: str
+    _page_size: int | None
+    _on_upstream_error: Literal["skip", "fail"]
+    _clock: Callable[[], float]
+    _progress: ProgressRelay
+    _client_requests: ClientRequestRelay
+
+    async def _page(self, i: int, cursor: str | None) -> Page:
+        raise NotImplementedError
+
+    async def _lookup(self, i: int, local: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _visible(self, i: int, local: str, public: str, tags: tuple[str, ...], viewer: Viewer | None) -> bool:
+        raise NotImplementedError
+
+    def shows_upstream(self, i: int, viewer: Viewer | None) -> bool:
+        raise NotImplementedError
+
+    async def _note_collision(self, i: int, local: str, public: str) -> bool:
+        raise NotImplementedError
+
+    async def _resolve(self, public: str, viewer: Viewer | None) -> tuple[Mount, str, dict[str, Any]]:
+        """The mount, local name and listing entry behind a public name, or UnknownPrompt. A hidden name
+        and an unknown one answer alike, also under an upstream that is down: both say it is down when
+        the caller may see that upstream at all, both are unknown otherwise (so no answer tells a deny
+        rule apart from a name that does not exist)."""
+        for i, mount in enumerate(self.mounts):
+            local = mount.local_name(public)
+            if local is None:
+                continue
+            if not mount.source.ready:
+                if mount.claims(public):
+                    if self.shows_upstream(i, viewer):
+                        raise UpstreamUnavailable(mount.namespace, "is not connected")
+                    raise UnknownPrompt(public)
+                continue
+            try:
+                entry = await self._lookup(i, local)
+            except UpstreamError:
+                if mount.claims(public):
+                    raise
+                continue
+            if entry is None:
+                continue
+            tags = mount.tags(entry)
+            if not mount.rules.allows(local, tags):
+                continue  # as if the upstream did not list it: a later one may show the name
+            if not self._visible(i, local, public, tags, viewer):
+                raise UnknownPrompt(public)
+            return mount, local, entry
+        raise UnknownPrompt(public)
+
+    async def get_prompt(
+        self,
+        params: dict[str, Any] | None,
+        *,
+        viewer: Viewer | None = None,
+        notify: Notify | None = None,
+        input_required: bool = False,
+        ask: Ask | None = None,
+    ) -> dict[str, Any]:
+        """``input_required``: whether the client can answer a multi round-trip request (2026-07-28);
+        an upstream's InputRequiredResult then passes through untouched, else it is a clear error."""
+        request = parse_params(GetPromptParams, params)
+        mount, local, entry = await self._resolve(request.name, viewer)
+        override = mount.overrides.get(local)
+        arguments = overrides.forwarded_arguments(request.name, override, request.arguments or {})
+        _check_required_arguments(request.name, entry, arguments)
+        outgoing = {**(params or {}), "name": local}
+        if override is not None and (arguments or "arguments" in outgoing):
+            outgoing["arguments"] = arguments
+        with (
+            self._progress.route(outgoing, notify, upstream=mount.namespace) as forwarded,
+            self._client_requests.route(mount.namespace, ask),
+        ):
+            raw = await mount.source.request("prompts/get", forwarded)
+        if _check_result_type(mount, raw, "prompts/get", input_required=True) == "input_required":
+            if not input_required:
+                raise UpstreamUnsupported(
+                    mount.namespace,
+                    "needs more input from the client to render this prompt (a multi round-trip request), "
+                    "which only 2026-07-28 clients can answer",
+                )
+            _validate(mount, InputRequiredResult, raw, "input_required result")
+            return raw
+        _validate(mount, GetPromptResult, raw, "prompts/get result")
+        return overrides.rendered(raw, override)
+
+    async def complete(
+        self,
+        params: dict[str, Any] | None,
+        *,
+        viewer: Viewer | None = None,
+        notify: Notify | None = None,
+        ask: Ask | None = None,
+    ) -> dict[str, Any]:
+        request = parse_params(CompleteParams, params)
+        if not isinstance(request.ref, PromptRef):
+            raise InvalidParams("Invalid params: this gateway serves prompts; it completes ref/prompt only")
+        mount, local, _ = await self._resolve(request.ref.name, viewer)
+        shaped = overrides.forwarded_completion(request.ref.name, mount.overrides.get(local), params or {})
+        empty = {"completion": {"values": [], "total": 0, "hasMore": False}}
+        if not mount.source.completes:
+            return empty
+        try:
+            with (
+                self._progress.route(
+                    {**shaped, "ref": {**shaped["ref"], "name": local}},
+                    notify,
+                    upstream=mount.namespace,
+                ) as fwd,
+                self._client_requests.route(mount.namespace, ask),
+            ):
+                raw = await mount.source.request("completion/complete", fwd)
+        except UpstreamRejected as exc:
+            if exc.code == -32601:  # a 2024-11-05 server without completion support
+                return empty
+            raise
+        _check_result_type(mount, raw, "completion/complete")
+        _validate(mount, CompleteResult, raw, "completion result")
+        return raw
+
+
+def _validate(mount: Mount, model: type[_Result], raw: dict[str, Any], what: str) -> _Result:
+    """The upstream's result checked against ``model``; an invalid one costs only this upstream's request."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise UpstreamProtocolError(mount.namespace, f"sent an invalid {what}: {describe(exc)}") from exc
+
+
+def _check_result_type(mount: Mount, raw: dict[str, Any], method: str, *, input_required: bool = False) -> str:
+    """A result's ``resultType`` (absent means complete: revisions before 2026-07-28 have none)."""
+    kind = raw.get("resultType", "complete")
+    if kind == "complete" or (kind == "input_required" and input_required):
+        return kind  # type: ignore[no-any-return]
+    raise UpstreamProtocolError(mount.namespace, f"answered {method} with an unknown resultType {kind!r}")
+
+
+def _check_required_arguments(name: str, entry: dict[str, Any], arguments: dict[str, str]) -> None:
+    declared = entry.get("arguments") or ()
+    missing = [
+        arg["name"]
+        for arg in declared
+        if isinstance(arg, dict) and arg.get("required") is True and arg.get("name") not in arguments
+    ]
+    if missing:
+        raise InvalidParams(
+            f"Missing required argument{'s' if len(missing) > 1 else ''} for prompt {name}: " + ", ".join(missing)
+        )
