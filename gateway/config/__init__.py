@@ -1,0 +1,224 @@
+"""TOML configuration -> validated, frozen pydantic models.
+
+Errors name the key path (``upstreams[1].namespace: ...``) because a config is written by hand.
+``${VAR}`` expands from the environment before validation (``$${`` is a literal ``${``); a missing
+variable is an error, never an empty string: a silently empty token is how secrets leak or locks open.
+
+The sections live in ``sections.py``, ``server.py`` and ``upstreams.py``; this module is the config as a
+whole and its one public face (``__all__``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from gateway.protocol.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+from gateway.config.sections import (
+    _SECRET_PATH,
+    _VARIABLE,
+    NAMESPACE_PATTERN,
+    GatewaySettings,
+    PolicyRules,
+    _Section,
+    is_loopback,
+)
+from gateway.config.server import (
+    ASYMMETRIC_ALGORITHMS,
+    AuditSettings,
+    AuthSettings,
+    ClaimMatch,
+    Introspection,
+    IssuerSettings,
+    ServerSettings,
+    TokenSettings,
+    ViewSettings,
+)
+from gateway.config.upstreams import (
+    ArgumentOverride,
+    FilesUpstream,
+    HttpUpstream,
+    IconSettings,
+    PromptOverride,
+    StdioUpstream,
+    Upstream,
+    UpstreamOAuth,
+)
+
+__all__ = [
+    "ASYMMETRIC_ALGORITHMS",
+    "NAMESPACE_PATTERN",
+    "ArgumentOverride",
+    "AuditSettings",
+    "AuthSettings",
+    "ClaimMatch",
+    "ClusterSettings",
+    "Config",
+    "FilesUpstream",
+    "GatewaySettings",
+    "HttpUpstream",
+    "IconSettings",
+    "Introspection",
+    "IssuerSettings",
+    "PolicyRules",
+    "PromptOverride",
+    "ServerSettings",
+    "StdioUpstream",
+    "TokenSettings",
+    "Upstream",
+    "UpstreamOAuth",
+    "ViewSettings",
+    "expand_variables",
+    "is_loopback",
+    "load_config",
+    "parse_config",
+]
+
+
+class ClusterSettings(_Section):
+    """Several replicas serving one endpoint (docs/scaling.md). ``session_keys``: seal session ids so any
+    replica holding them serves any session (the first seals, all open); ``redis_url``: share what
+    sealed ids cannot carry (ended sessions, cancellations, legacy streams) through Redis."""
+
+    session_keys: tuple[Annotated[str, Field(min_length=16)], ...] = Field((), max_length=16)
+    session_ttl_s: float = Field(86_400.0, gt=0, le=30 * 86_400)
+    redis_url: str | None = Field(None, pattern=r"^(rediss?|unix)://")
+    heartbeat_s: float = Field(10.0, gt=0, le=600)
+
+
+class Config(_Section):
+    gateway: GatewaySettings = GatewaySettings()
+    server: ServerSettings = ServerSettings()
+    cluster: ClusterSettings = ClusterSettings()
+    upstreams: tuple[Upstream, ...] = ()
+    policy: PolicyRules = PolicyRules()
+
+    @model_validator(mode="after")
+    def _namespaces_are_unambiguous(self) -> Config:
+        sep = self.gateway.namespace_separator
+        seen: set[str] = set()
+        for index, upstream in enumerate(self.upstreams):
+            where = f"upstreams[{index}].namespace"
+            if upstream.namespace in seen:
+                raise ValueError(f"{where}: {upstream.namespace!r} is used by an earlier upstream")
+            seen.add(upstream.namespace)
+            # The separator may occur in "<namespace><sep>" only as the separator itself: then the
+            # first occurrence in a prefixed name always ends the namespace, and prefixed names of
+            # different upstreams can never collide ("a_" + "__" would read as "a" + "__" + "_...").
+            if (upstream.namespace + sep).find(sep) != len(upstream.namespace):
+                raise ValueError(
+                    f"{where}: {upstream.namespace!r} may not contain or end in part of the namespace separator {sep!r}"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _renames_are_distinct(self) -> Config:
+        taken: dict[str, str] = {}
+        for index, upstream in enumerate(self.upstreams):
+            for local, override in upstream.overrides.items():
+                if override.name is None:
+                    continue
+                where = f"upstreams[{index}].overrides.{local}.name"
+                if override.name in taken:
+                    raise ValueError(f"{where}: {override.name!r} is already the name of {taken[override.name]}")
+                taken[override.name] = f"{upstream.namespace}'s {local!r}"
+        return self
+
+    @property
+    def digest(self) -> str:
+        """Tells configs apart (replicas compare theirs through Redis); secrets go in only hashed. What
+        each replica may set for itself (where it listens) is left out: replicas on one host differ there."""
+        listening = self.model_dump_json(exclude={"server": {"host", "port"}})
+        return hashlib.sha256(listening.encode()).hexdigest()[:12]
+
+    @property
+    def generation(self) -> str:
+        """Identifies the upstream layout a cursor was issued under; a cursor from another layout is stale."""
+        layout = "\x00".join(f"{u.namespace}:{int(u.prefix)}" for u in self.upstreams)
+        return hashlib.sha256(f"{self.gateway.namespace_separator}\x00{layout}".encode()).hexdigest()[:12]
+
+
+def expand_variables(value: Any, environ: Mapping[str, str], path: str = "") -> Any:
+    """Replace ``${VAR}`` in every string of a parsed TOML tree."""
+    if isinstance(value, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name is None:
+                return "$"
+            if name not in environ:
+                if default is not None:
+                    return default
+                raise ConfigError(f"{path or '(root)'}: environment variable {name} is not set")
+            return environ[name]
+
+        return _VARIABLE.sub(substitute, value)
+    if isinstance(value, dict):
+        return {k: expand_variables(v, environ, f"{path}.{k}" if path else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_variables(v, environ, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("stdio", "streamable-http", "sse", "files") or str(part).startswith("function-"):
+            continue  # the discriminator's tag is not a key the user wrote
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def parse_config(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Config:
+    expanded = expand_variables(dict(data), os.environ if environ is None else environ)
+    try:
+        return Config.model_validate(expanded)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            message = str(error["msg"]).removeprefix("Value error, ")
+            where = _key_path(tuple(error["loc"]))
+            if error["type"] == "extra_forbidden":
+                message = "unknown key"
+            elif error["type"] == "union_tag_invalid":
+                message = f"transport {error['ctx']['tag']!r} is not one of {error['ctx']['expected_tags']}"
+            elif error["type"] == "string_pattern_mismatch" and where.endswith("namespace"):
+                message = f"{error['input']!r} is not a valid namespace: use letters, digits, '_' and '-' only"
+            elif isinstance(error.get("input"), (str, int, float)) and not _SECRET_PATH.search(where):
+                message = f"{message} (got {error['input']!r})"  # secrets are never echoed
+            problems.append(f"{where}: {message}" if where else message)
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from exc
+
+
+def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    if not data:  # most often a file caught mid-write (editors and `>` truncate first): never "stop everything"
+        raise ConfigError(f"{path}: the file is empty; a configuration has at least one table or key")
+    return parse_config(data, environ)
