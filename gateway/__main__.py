@@ -18,13 +18,14 @@ import anyio
 import structlog
 
 from gateway import __version__
-from gateway.app import Gateway, ensure_safe_exposure, listening_socket, run_gateway, serve_http, serve_stream
+from gateway.app import Gateway, run_gateway
 from gateway.config import AuthSettings, Config, ServerSettings, load_config
 from gateway.importer.clients import CLIENT_FORMATS
 from gateway.importer.writer import import_client_config
 from gateway.observability.logs import configure_logging
 from gateway.protocol.errors import ConfigError, GatewayError, UpstreamError
 from gateway.protocol.meta_keys import TAGS_META_KEY
+from gateway.serving import ensure_safe_exposure, listening_socket, serve_http, serve_stream
 from gateway.transports.stdio import open_own_stdio
 
 EXIT_OK, EXIT_UPSTREAM_FAILED, EXIT_CONFIG = 0, 1, 2

@@ -9,11 +9,10 @@ keeps every client session connected and tells them all that the list changed.
 from __future__ import annotations
 
 import secrets
-import socket
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
@@ -24,26 +23,18 @@ from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Rules, Viewer
 from gateway.cluster.replicas import NoCluster, RedisCluster
-from gateway.cluster.session_ids import SessionIds
-from gateway.config import Config, FilesUpstream, HttpUpstream, ServerSettings, StdioUpstream
+from gateway.config import Config, FilesUpstream, HttpUpstream, StdioUpstream
 from gateway.frontend.debounce import ListChangedDebouncer
-from gateway.frontend.http.connection_guard import ConnectionBounds, guarded
-from gateway.frontend.http.server import HttpFrontend
-from gateway.frontend.http.sessions import Ask, Push
-from gateway.frontend.service import ClientSession, Hub, PromptService
+from gateway.frontend.service import Hub, PromptService
 from gateway.identity.audit import AuditTrail
-from gateway.identity.principal import LOCAL, Identity
+from gateway.identity.principal import Identity
 from gateway.identity.views import ClaimViews
 from gateway.observability.metrics import Metrics
-from gateway.protocol.errors import ConfigError, GatewayError
-from gateway.protocol.jsonrpc import Notification, Request, encode
-from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.sources.backoff import Backoff
 from gateway.sources.client_requests import ClientRequestRelay
 from gateway.sources.progress import ProgressRelay
 from gateway.sources.upstream import UpstreamConnector
 from gateway.transports import orphans
-from gateway.transports.base import MessageStream
 
 if TYPE_CHECKING:
     from gateway.sources.files.source import FilePromptSource
@@ -312,225 +303,3 @@ async def _reap_orphans() -> None:
     while True:
         await anyio.sleep(ORPHAN_REAP_S)
         await anyio.to_thread.run_sync(orphans.reap_adopted)
-
-
-async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: anyio.Event | None = None) -> None:
-    """Serve one client over one frame stream (stdio) until it hangs up or ``stopping`` is set; requests
-    in flight then get the shutdown grace period to answer."""
-    due = anyio.Event()
-
-    def list_changed() -> None:
-        due.set()
-
-    session = ClientSession(gateway.service, on_list_changed=list_changed, who=LOCAL)
-    peer: RpcPeer | None = None
-
-    async def ask_client(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        assert peer is not None  # noqa: S101 - set before any request is read
-        return await peer.request(method, params, timeout=CLIENT_REQUEST_TIMEOUT_S)
-
-    session.ask_client = _as_relay(ask_client)
-    peer = RpcPeer(
-        stream,
-        on_request=session.handle_request,
-        on_notification=session.handle_notification,
-        answer_malformed=True,
-        max_in_flight=gateway.config.gateway.max_requests_per_session,
-        logger=session.log,
-    )
-
-    async def deliver() -> None:
-        """One notification per wake-up: changes that pile up while one is being sent coalesce."""
-        nonlocal due
-        with suppress(PeerClosed):
-            while True:
-                await due.wait()
-                due = anyio.Event()
-                await peer.notify("notifications/prompts/list_changed")
-                if gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
-                    await peer.notify("notifications/tools/list_changed")
-
-    async def stop_when_asked() -> None:
-        if stopping is not None:
-            await stopping.wait()
-            gateway.hub.close_subscriptions()  # listen streams answer their request: a graceful end
-            peer.stop_receiving()
-
-    gateway.hub.add(session)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(deliver)
-            tg.start_soon(stop_when_asked)
-            await peer.run(drain_s=gateway.config.gateway.shutdown_grace_s)
-            tg.cancel_scope.cancel()
-    finally:
-        session.close()
-        gateway.hub.discard(session)
-
-
-def _as_relay(ask: Ask) -> Ask:
-    """``ask`` with the client's failures said the way an upstream should hear them: the client's own
-    refusal as it was (code, message, data), a client that cannot be reached or does not answer as an
-    error saying so."""
-
-    async def relayed(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        try:
-            return await ask(method, params)
-        except RemoteError as exc:
-            refusal = GatewayError(str(exc.error.get("message")), data=exc.error.get("data"))
-            code = exc.error.get("code")
-            refusal.code = code if isinstance(code, int) and not isinstance(code, bool) else refusal.code
-            raise refusal from exc
-        except PeerClosed as exc:
-            raise GatewayError(
-                f"the client cannot be asked: {exc}" if str(exc) else f"the client did not answer {method}"
-            ) from exc
-        except RequestTimeout as exc:
-            raise GatewayError(f"the client did not answer {method}") from exc
-
-    return relayed
-
-
-def http_frontend(gateway: Gateway) -> HttpFrontend:
-    """The HTTP front end wired to this gateway's catalog, hub and per-token policies."""
-    list_changed = encode(Notification("notifications/prompts/list_changed"))
-    tools_changed = encode(Notification("notifications/tools/list_changed"))
-
-    def announce(push: Push) -> None:
-        push(list_changed, "list_changed")
-        if gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
-            push(tools_changed, "tools_list_changed")
-
-    def new_session(principal: Identity | None, session_id: str, push: Push, ask: Ask) -> ClientSession:
-        session = ClientSession(
-            gateway.service,
-            on_list_changed=lambda: announce(push),
-            viewer=gateway.viewer_for(principal),
-            session_id=session_id[:8],
-            on_close=lambda: gateway.hub.discard(session),
-            who=principal,
-        )
-        session.ask_client = _as_relay(ask)
-        gateway.hub.add(session)
-        return session
-
-    async def stateless(request: Request, notify: Notify, principal: Identity | None) -> dict[str, Any]:
-        return await gateway.service.modern(request, notify, viewer=gateway.viewer_for(principal), who=principal)
-
-    cluster_settings = gateway.config.cluster
-    gateway.cluster = (
-        RedisCluster(
-            cluster_settings.redis_url, generation=gateway.config.digest, heartbeat_s=cluster_settings.heartbeat_s
-        )
-        if cluster_settings.redis_url is not None
-        else NoCluster()
-    )
-    return HttpFrontend(
-        gateway.config.server,
-        new_session,
-        stateless=stateless,
-        max_message_bytes=gateway.config.gateway.max_message_bytes,
-        max_in_flight=gateway.config.gateway.max_requests_per_session,
-        on_refused=gateway.audit.refused,
-        session_ids=SessionIds(
-            [key.encode() for key in cluster_settings.session_keys], ttl_s=cluster_settings.session_ttl_s
-        ),
-        cluster=gateway.cluster,
-    )
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when the listening
-    # socket says TCP, and without it every response waits out Nagle against delayed ACKs (~40 ms).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
-
-
-def ensure_safe_exposure(config: Config) -> None:
-    """Refuse to serve an unauthenticated HTTP endpoint beyond loopback unless the operator says so."""
-    settings = config.server
-    if (
-        settings.transport == "http"
-        and not settings.loopback
-        and not settings.tokens
-        and settings.auth is None
-        and not settings.allow_unauthenticated
-    ):
-        raise ConfigError(
-            f"server.host {settings.host!r} is reachable from other machines and neither server.tokens nor "
-            "server.auth is set: add one, or set server.allow_unauthenticated = true if something in front "
-            "authenticates"
-        )
-
-
-def connection_bounds(settings: ServerSettings) -> ConnectionBounds:
-    return ConnectionBounds(
-        max_connections=settings.max_connections,
-        max_connections_per_client=settings.max_connections_per_client,
-        max_header_bytes=settings.max_header_bytes,
-        header_timeout_s=settings.header_timeout_s,
-        body_timeout_s=settings.body_timeout_s,
-    )
-
-
-async def serve_http(
-    gateway: Gateway, *, stopping: anyio.Event | None = None, sock: socket.socket | None = None
-) -> None:
-    """Serve MCP over HTTP until ``stopping`` is set (or cancelled): then stop accepting, end every
-    session's stream, and give requests in flight the grace period to finish."""
-    settings = gateway.config.server
-    ensure_safe_exposure(gateway.config)
-    grace = gateway.config.gateway.shutdown_grace_s
-    frontend = http_frontend(gateway)
-    sock = sock or listening_socket(settings.host, settings.port)
-    import uvicorn  # only an HTTP gateway needs it (~60 ms of every stdio gateway's start otherwise)
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-    class _EmbeddedServer(uvicorn.Server):
-        """uvicorn inside the gateway's task group: the gateway, not uvicorn, owns SIGTERM/SIGINT."""
-
-        @contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    uv_config = uvicorn.Config(
-        frontend.app(gateway.metrics.routes(lambda: gateway.connectors, gateway.cluster.status)),
-        log_config=None, access_log=False, lifespan="off",
-        timeout_graceful_shutdown=max(1, round(grace)), server_header=False,
-        http=guarded(HttpToolsProtocol, connection_bounds(settings)),  # uvicorn's llhttp protocol, behind the bounds
-        proxy_headers=False,  # nothing here reads the client's address; the middleware cost a layer per request
-    )  # fmt: skip
-    server = _EmbeddedServer(uv_config)
-    stopped = anyio.Event()
-
-    async def run_server() -> None:
-        try:
-            await server.serve(sockets=[sock])
-        finally:
-            stopped.set()
-
-    host, port = sock.getsockname()[:2]
-    authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    log.info("http_listening", url=f"http://{authority}{settings.path}", sse=settings.sse_path)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(frontend.run_housekeeping, tg)
-        tg.start_soon(run_server)
-        try:
-            if stopping is None:
-                await stopped.wait()
-            else:
-                await stopping.wait()
-        finally:
-            with anyio.CancelScope(shield=True):
-                gateway.hub.close_subscriptions()  # listen streams answer their request, then close
-                frontend.close_all()
-                server.should_exit = True
-                with anyio.move_on_after(grace + 1):
-                    await stopped.wait()
-            tg.cancel_scope.cancel()
-            sock.close()

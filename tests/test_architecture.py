@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "gateway"
 STAGES: list[tuple[str, ...]] = [
-    ("app", "__main__", "testing", "demo", "importer"),  # the composition root and the tools beside the flow
+    ("app", "serving", "__main__", "testing", "demo", "importer"),  # the composition root, tools beside the flow
     ("frontend",),
     ("identity",),
     ("catalog",),

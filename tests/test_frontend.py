@@ -4,7 +4,8 @@ import pytest
 from gateway.catalog.catalog import Catalog
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.mounts import Mount
-from gateway.frontend.service import SERVER_INFO, ClientSession, Hub, PromptService
+from gateway.frontend.service import SERVER_INFO, Hub, PromptService
+from gateway.frontend.session import ClientSession
 from gateway.protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, UnsupportedVersion
 from gateway.protocol.jsonrpc import Notification, Request
 from gateway.protocol.modern import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY

@@ -23,7 +23,8 @@ from gateway.catalog.policy import Rules
 from gateway.config import AuditSettings, ServerSettings
 from gateway.frontend.http.server import HttpFrontend
 from gateway.frontend.http.sessions import Ask, Push
-from gateway.frontend.service import KNOWN_METHODS, ClientSession, Hub, Listener, PromptService, Subscription
+from gateway.frontend.service import KNOWN_METHODS, Hub, Listener, PromptService, Subscription
+from gateway.frontend.session import ClientSession
 from gateway.identity.audit import AuditTrail
 from gateway.identity.principal import Identity
 from gateway.protocol.jsonrpc import Request

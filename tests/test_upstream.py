@@ -35,7 +35,7 @@ def test_the_http_listening_socket_is_tcp_so_asyncio_disables_nagle() -> None:
     every HTTP response waited ~40 ms for a delayed ACK (found by the benchmarks)."""
     import socket
 
-    from gateway.app import listening_socket
+    from gateway.serving import listening_socket
 
     with listening_socket("127.0.0.1", 0) as sock:
         assert sock.proto == socket.IPPROTO_TCP

@@ -298,7 +298,7 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
             ) as http_stream:
                 yield http_stream, {"url": _without_credentials(settings.url)}
         else:
-            from gateway.transports.http_client import open_legacy_sse
+            from gateway.transports.legacy_sse_client import open_legacy_sse
 
             async with open_legacy_sse(
                 settings.url, _http_options(settings), max_message_bytes=limit, token=self._upstream_token

@@ -1,0 +1,137 @@
+"""One client's session in the handshake era (stdio, or a Streamable HTTP session): its states (new →
+initializing → ready → closed) in one table, what it negotiated, and its requests served by the prompt
+service; a 2026-07-28 request on it is passed to the service's stateless path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from gateway.catalog.policy import Viewer
+from gateway.cluster.session_ids import Negotiated, SealedState
+from gateway.frontend.service import _ALLOWED, SERVER_INFO, PromptService, SessionState
+from gateway.identity.principal import Identity
+from gateway.protocol.eras import for_client
+from gateway.protocol.errors import InvalidRequest, MethodNotFound
+from gateway.protocol.jsonrpc import Notification, Request
+from gateway.protocol.modern import (
+    carries_envelope,
+)
+from gateway.protocol.versions import negotiate
+from gateway.rpc import Notify
+from gateway.sources.client_requests import Ask, asking
+
+
+class ClientSession:
+    def __init__(
+        self,
+        service: PromptService,
+        *,
+        on_list_changed: Callable[[], None],
+        viewer: Viewer | None = None,
+        session_id: str | None = None,
+        on_close: Callable[[], None] | None = None,
+        who: Identity | None = None,
+    ) -> None:
+        self._service = service
+        self._who = who
+        self.viewer = viewer
+        self._completions = False  # fixed at initialize: capabilities do not change within a session
+        self.state: SessionState = "new"
+        self.protocol_version: str | None = None
+        self.client_info: dict[str, Any] = {}
+        self.client_capabilities: dict[str, Any] = {}
+        self.ask_client: Callable[[str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None = None
+        """How to send this client a request (set by a transport that can: stdio)."""
+        self._ask: Ask | None = None
+        self._on_list_changed = on_list_changed
+        self._on_close = on_close
+        self.log = structlog.get_logger("gateway.session").bind(session=session_id)
+
+    async def handle_request(self, request: Request, notify: Notify) -> dict[str, Any]:
+        with self._service.observe(request.method):
+            if request.method != "initialize" and carries_envelope(request.params):
+                return await self._service.modern(request, notify, viewer=self.viewer, who=self._who)
+            return await self._handle_legacy(request, notify)
+
+    async def _handle_legacy(self, request: Request, notify: Notify) -> dict[str, Any]:
+        method = request.method
+        if method not in _ALLOWED[self.state]:
+            if method == "initialize":
+                raise InvalidRequest("Invalid Request: the session is already initialized")
+            if method in _ALLOWED["ready"] and self.state == "new":
+                raise InvalidRequest(f"Invalid Request: {method} before initialize")
+            raise MethodNotFound(f"Method not found: {method}")
+        if method == "ping":
+            return {}
+        if method == "initialize":
+            result = self._initialize(request.params or {})  # at once: requests sent right behind it are served
+            await self._service.warm_up()  # what it offers (completions) depends on the upstreams
+            self._completions = self._service.offers_completions()
+            return {**result, "capabilities": self._service.capabilities(completions=self._completions)}
+        assert self.protocol_version is not None  # noqa: S101 - _ALLOWED admits these only after initialize
+        result = await self._service.serve(
+            method,
+            request.params,
+            viewer=self.viewer,
+            notify=notify,
+            completions=self._completions,
+            modern=False,
+            ask=self._ask,
+            who=self._who,
+        )
+        return for_client(method, result, self.protocol_version, SERVER_INFO)
+
+    def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.protocol_version = negotiate(params.get("protocolVersion"))
+        info = params.get("clientInfo")
+        self.client_info = info if isinstance(info, dict) else {}
+        capabilities = params.get("capabilities")
+        self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
+        if self.ask_client is not None:
+            self._ask = asking(self.ask_client, self.client_capabilities)
+        self.state = "initializing"
+        self._completions = self._service.offers_completions()
+        self.log = self.log.bind(client=self.client_info.get("name"), protocol_version=self.protocol_version)
+        self.log.info("session_initialized", requested=params.get("protocolVersion"))
+        return {
+            "protocolVersion": self.protocol_version,
+            "capabilities": self._service.capabilities(completions=self._completions),
+            "serverInfo": SERVER_INFO,
+        }
+
+    def negotiated(self) -> Negotiated | None:
+        if self.protocol_version is None:
+            return None
+        name = self.client_info.get("name")
+        return Negotiated(self.protocol_version, self.client_capabilities, name if isinstance(name, str) else None)
+
+    def resume(self, state: SealedState) -> None:
+        """Carry on a session initialized elsewhere (another replica, or this one before a restart)."""
+        self.protocol_version = state.protocol_version
+        self.client_info = {"name": state.client_name} if state.client_name is not None else {}
+        self.client_capabilities = dict(state.capabilities)
+        if self.ask_client is not None:
+            self._ask = asking(self.ask_client, self.client_capabilities)
+        self._completions = self._service.offers_completions()
+        self.state = "ready"
+        self.log = self.log.bind(client=state.client_name, protocol_version=state.protocol_version)
+
+    async def handle_notification(self, notification: Notification) -> None:
+        if notification.method == "notifications/initialized" and self.state == "initializing":
+            self.state = "ready"
+
+    def list_changed(self) -> None:
+        """Announce a list change if the client has initialized (a modern client listens instead). The
+        transport's callback must not block: one slow client must not stall the fan-out to the others."""
+        if self.state in ("initializing", "ready"):
+            self._on_list_changed()
+
+    def close(self) -> None:
+        if self.state != "closed":
+            self.state = "closed"
+            if self._on_close is not None:
+                self._on_close()
