@@ -1,1 +1,0 @@
-"""Upstream MCP servers for the tests, written with the official ``mcp`` SDK (as real servers are)."""
