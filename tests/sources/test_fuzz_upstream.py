@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from gateway.protocol.jsonrpc import Response, encode
 from gateway.rpc import RemoteError, RequestTimeout, RpcPeer
 from gateway.testing import memory_frame_pair
-from tests.test_fuzz_frontend import hostile_text, ids, json_values, strict_json
+from tests.frontend.test_fuzz_frontend import hostile_text, ids, json_values, strict_json
 
 answers = st.fixed_dictionaries(
     {"jsonrpc": st.just("2.0"), "result": json_values | st.dictionaries(hostile_text, json_values, max_size=4)}
