@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from gateway.config import HttpUpstream, StdioUpstream
 from gateway.sources.client_requests import ADVERTISED_TO_UPSTREAMS
+from gateway.sources.upstream_options import http_status
 
 if TYPE_CHECKING:
     pass
@@ -221,6 +222,9 @@ class EraNegotiation:
         except UnusableAnswer as exc:
             raise UpstreamProtocolError(self.namespace, f"answered server/discover unusably: {exc.problem}") from exc
         except RemoteError as exc:
+            status = http_status(exc)
+            if status is not None and (status >= 500 or required):
+                raise UpstreamUnavailable(self.namespace, f"answered server/discover with HTTP {status}") from exc
             code, data = exc.error.get("code"), exc.error.get("data")
             supported = data.get("supported") if isinstance(data, dict) else None
             if code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(supported, list):
@@ -269,6 +273,9 @@ class EraNegotiation:
             if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and self._guessed_handshake_only:
                 self._handshake_only = self._guessed_handshake_only = False  # its stderr misled us: probe again
                 raise UpstreamUnavailable(self.namespace, "is modern after all: probing it again") from exc
+            status = http_status(exc)
+            if status is not None:  # the server (or a proxy) is not there yet: tried again with backoff
+                raise UpstreamUnavailable(self.namespace, f"answered initialize with HTTP {status}") from exc
             raise HandshakeFailed(f"refused initialize: {exc.error.get('message')}") from exc
         except PeerClosed as exc:
             self._raise_if_unreachable(exc)

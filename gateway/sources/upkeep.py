@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from gateway.config import HttpUpstream, StdioUpstream
+from gateway.sources.upstream_options import http_status
 
 if TYPE_CHECKING:
     pass
@@ -50,8 +51,12 @@ class ConnectionUpkeep:
             await anyio.sleep(HEALTH_CHECK_S)
             try:
                 await peer.request(method, self._for_server(None), timeout=min(self.settings.timeout_s, HEALTH_CHECK_S))
-            except RemoteError:
-                continue  # it answered: it is there
+            except RemoteError as exc:
+                if http_status(exc) is None:
+                    continue  # it answered: it is there
+                self._drop_reason = f"answered {method} with HTTP {http_status(exc)}"
+                await peer.aclose()
+                return
             except (RequestTimeout, UnusableAnswer):
                 self._drop_reason = f"did not answer {method} within {min(self.settings.timeout_s, HEALTH_CHECK_S)}s"
                 self._log.warning("upstream_unresponsive", method=method)

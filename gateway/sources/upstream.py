@@ -29,6 +29,7 @@ import structlog
 
 from gateway.config import HttpUpstream, StdioUpstream
 from gateway.sources.client_requests import RELAYED
+from gateway.sources.upstream_options import http_status
 
 if TYPE_CHECKING:
     pass
@@ -192,7 +193,7 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
             return await self._request_once(method, params)
 
     async def _request_once(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        peer = self._peer
+        peer, stream = self._peer, self._stream
         if peer is None or not self.ready:
             raise UpstreamUnavailable(self.namespace, f"is not connected (state: {self.state})")
         try:
@@ -208,9 +209,13 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
                 self.namespace, f"answered {method} with a value that cannot be relayed: {exc.problem}"
             ) from exc
         except RemoteError as exc:
+            status = http_status(exc)
+            if status is not None:
+                raise UpstreamUnavailable(self.namespace, f"answered {method} with HTTP {status}") from exc
             raise UpstreamRejected(self.namespace, exc.error) from exc
         except PeerClosed as exc:
-            raise UpstreamUnavailable(self.namespace, "went away before answering") from exc
+            reason = _closed_reason(stream)
+            raise UpstreamUnavailable(self.namespace, reason or "went away before answering") from exc
         except RequestTimeout as exc:
             message = f"did not answer {method} within {self.settings.timeout_s}s"
             raise UpstreamTimeout(self.namespace, message) from exc

@@ -9,6 +9,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from gateway import __version__
 from gateway.config import HttpUpstream, StdioUpstream
+from gateway.rpc import RemoteError
+from gateway.transports.base import HTTP_STATUS_DATA_KEY
 
 if TYPE_CHECKING:
     from gateway.transports.client_credentials import UpstreamToken
@@ -68,6 +70,14 @@ def _http_options(settings: HttpUpstream) -> HttpOptions:
         client_cert=settings.client_cert,
         client_key=settings.client_key,
     )
+
+
+def http_status(exc: RemoteError) -> int | None:
+    """The HTTP status an error stands for, when the transport made it from one (the server, or a proxy
+    before it, answered with a status instead of JSON-RPC): then it is down, not refusing."""
+    data = exc.error.get("data")
+    status = data.get(HTTP_STATUS_DATA_KEY) if isinstance(data, dict) else None
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
 def _without_credentials(url: str) -> str:

@@ -92,3 +92,8 @@ class NewlineFramedStream:
     async def aclose(self) -> None:
         await self._send_stream.aclose()
         await self._receive_stream.aclose()
+
+
+HTTP_STATUS_DATA_KEY = "httpStatus"
+"""Where the error frame standing for an HTTP failure keeps its status (the connector tells these from the
+server's own JSON-RPC errors: the server is down, not refusing)."""

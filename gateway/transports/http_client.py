@@ -35,7 +35,7 @@ from yarl import URL
 
 from gateway.protocol.modern import request_headers
 from gateway.protocol.versions import is_modern
-from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES
+from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES, HTTP_STATUS_DATA_KEY
 from gateway.transports.client_credentials import TokenUnavailable, UpstreamToken
 from gateway.transports.http_options import HTTP_ERRORS, HttpOptions, describe, upstream_session
 
@@ -100,8 +100,15 @@ def _status_problem(response: aiohttp.ClientResponse) -> str:
     return f"answered HTTP {response.status}"
 
 
-def _error_frame(request_id: Any, message: str) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": message}}).encode()
+UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+"""What a server (or the proxy before it) answers while it is not there: the connection is given up."""
+
+
+def _error_frame(request_id: Any, message: str, status: int | None = None) -> bytes:
+    error: dict[str, Any] = {"code": -32603, "message": message}
+    if status is not None:
+        error["data"] = {HTTP_STATUS_DATA_KEY: status}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
 
 
 def _frames_of(data: bytes) -> list[bytes]:
@@ -255,6 +262,9 @@ class StreamableHttpStream(_HttpStream):
                 if status == 404 and self.session_id is not None:
                     self._lose_session(status)
                     return None
+                if status in UNAVAILABLE_STATUSES:
+                    self._end(f"answered HTTP {status}")
+                    return None
                 if status >= 300:  # a redirect left unfollowed (no Location) too
                     body = await self._read_body(response)
                     if status == 400 and self.session_id is not None and b"session" in body.lower():
@@ -262,7 +272,9 @@ class StreamableHttpStream(_HttpStream):
                         return None
                     if request_id is None:
                         return None
-                    return _rpc_error_for(body, request_id) or _error_frame(request_id, _status_problem(response))
+                    return _rpc_error_for(body, request_id) or _error_frame(
+                        request_id, _status_problem(response), status
+                    )
                 if status == 202 or request_id is None:
                     return None
                 answer: bytes | None = None

@@ -15,6 +15,7 @@ from httpx_sse import ServerSentEvent
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES
 from gateway.transports.client_credentials import TokenUnavailable, UpstreamToken
 from gateway.transports.http_client import (
+    UNAVAILABLE_STATUSES,
     HttpTransportError,
     _error_frame,
     _HttpStream,
@@ -31,13 +32,16 @@ class LegacySseStream(_HttpStream):
         request_id = _request_id(frame)
         try:
             async with await self._post_frame(frame, {"Content-Type": "application/json"}) as response:
-                failed, reason = response.status >= 300, _status_problem(response)
+                if response.status in UNAVAILABLE_STATUSES:
+                    self._end(f"answered HTTP {response.status}")
+                    return
+                failed, reason, status = response.status >= 300, _status_problem(response), response.status
         except (*HTTP_ERRORS, TokenUnavailable) as exc:
             if self._unreachable(exc):
                 return
-            failed, reason = True, f"HTTP request failed: {describe(exc)}"
+            failed, reason, status = True, f"HTTP request failed: {describe(exc)}", None
         if failed and request_id is not None:
-            await self._deliver(_error_frame(request_id, reason))
+            await self._deliver(_error_frame(request_id, reason, status))
 
     async def pump(self, events: AsyncIterator[ServerSentEvent]) -> None:
         with suppress(*HTTP_ERRORS, httpx.HTTPError):

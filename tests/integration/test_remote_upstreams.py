@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
 
 import anyio
@@ -108,3 +108,55 @@ async def test_a_server_that_goes_away_is_reported_down_and_served_again_when_ba
                 assert isinstance(after, t.TextContent)
                 assert after.text != before.text
                 assert (await http.get(f"{gateway.url}/readyz")).status_code == 200
+
+
+@asynccontextmanager
+async def answering(port: int, status: int) -> AsyncIterator[Process]:
+    """A server on ``port`` answering every request with ``status`` (a proxy during a deploy)."""
+    command = [sys.executable, "-m", "tests.servers.unavailable", str(port), str(status)]
+    async with await anyio.open_process(command, cwd=ROOT) as process:
+        assert process.stdout is not None
+        with anyio.fail_after(20):
+            await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 100)
+        try:
+            yield process
+        finally:
+            with suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+
+
+@pytest.mark.parametrize("status", [503, 500, 401])
+async def test_an_http_error_at_start_is_tried_again_not_given_up(tmp_path: Path, status: int) -> None:
+    """Any HTTP status to initialize (a proxy's 503 during a deploy) ended the upstream for good: failed,
+    then stopped, never retried."""
+    port = free_port()
+    config = write_config(tmp_path / "c.toml", [remote("dyn", port)], server={"transport": "http", "port": 0})
+    async with AsyncExitStack() as stack:
+        stub = await stack.enter_async_context(answering(port, status))  # there before the gateway starts
+        gateway = await stack.enter_async_context(running_gateway(config))
+        down = await gateway.wait_for_event("upstream_state", timeout=20, upstream="dyn", state="backing-off")
+        assert f"HTTP {status}" in down["error"], down
+        stub.kill()
+        await stub.wait()
+        async with sdk_server(port):
+            await ready(gateway, "dyn", timeout=10)
+        assert not [e for e in gateway.events if e.get("upstream") == "dyn" and e.get("state") == "failed"]
+
+
+async def test_a_ready_server_that_starts_answering_503_is_reported_down(tmp_path: Path) -> None:
+    port = free_port()
+    config = write_config(tmp_path / "c.toml", [remote("dyn", port)], server={"transport": "http", "port": 0})
+    async with running_gateway(config) as gateway:
+        async with sdk_server(port) as server:
+            await ready(gateway, "dyn", timeout=20)
+            server.kill()
+            await server.wait()
+        async with answering(port, 503), Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+            with pytest.raises(MCPError) as unavailable:
+                await client.get_prompt("dyn__pid")
+            assert "Upstream 'dyn'" in unavailable.value.error.message
+            down = await gateway.wait_for_event("upstream_state", timeout=15, upstream="dyn", state="backing-off")
+            assert "dyn" in down["error"]
+            async with httpx.AsyncClient() as http:
+                assert (await http.get(f"{gateway.url}/readyz")).status_code == 503
