@@ -20,7 +20,7 @@ import structlog
 from gateway import __version__
 from gateway.app import Gateway, run_gateway
 from gateway.config import AuthSettings, Config, ServerSettings, load_config
-from gateway.importer.clients import CLIENT_FORMATS
+from gateway.importer.clients import CLIENT_FORMATS, client_of
 from gateway.importer.writer import import_client_config
 from gateway.observability.logs import configure_logging
 from gateway.protocol.errors import ConfigError, GatewayError, UpstreamError
@@ -270,17 +270,16 @@ def _tags_of(prompt: dict[str, Any]) -> list[str]:
     return [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
 
 
-def _workspace_of(path: str) -> str | None:
-    """The workspace a client's file belongs to: the folder holding its ``.vscode``/``.cursor`` folder."""
-    location = Path(path).resolve()
-    return str(location.parent.parent) if location.parent.name in (".vscode", ".cursor") else None
-
-
 def _import(args: argparse.Namespace) -> int:
     try:
+        location = str(Path(args.file).resolve())
+        named, project = client_of(location)
         with open(args.file, encoding="utf-8") as source:
             imported = import_client_config(
-                source.read(), client=args.source, workspace=args.workspace or _workspace_of(args.file)
+                source.read(),
+                client=args.source if args.source != "auto" else named,
+                workspace=args.workspace or project,
+                project=args.workspace or project,
             )
         for warning in imported.warnings:
             print(f"prompt-gateway: warning: {warning}", file=sys.stderr)

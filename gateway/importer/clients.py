@@ -72,8 +72,35 @@ class ClientConfig:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_client_config(text: str, client: ClientFormat = "auto", *, workspace: str | None = None) -> ClientConfig:
-    """The servers of a client's config file. ``workspace``: the folder ``${workspaceFolder}`` means."""
+def client_of(path: str) -> tuple[ClientFormat, str | None]:
+    """The client a config file belongs to by its name and place, and the project folder it is in (for
+    a project's own file: ``.mcp.json``, ``.vscode/mcp.json``, ``.cursor/mcp.json``); ``auto`` where the
+    name says nothing, and the file's shape decides."""
+    parts = path.replace("\\", "/").split("/")
+    name, parent = parts[-1], parts[-2] if len(parts) > 1 else ""
+    project = "/".join(parts[:-2]) or "/" if parent in (".vscode", ".cursor") else None
+    lowered = [part.lower() for part in parts]
+    if name == "claude_desktop_config.json":
+        return "claude-desktop", None
+    if name == ".mcp.json":
+        return "claude-code", "/".join(parts[:-1]) or "/"
+    if parent == ".cursor":
+        return "cursor", project
+    if parent == ".vscode" or (name in ("mcp.json", "settings.json") and "code" in lowered[-4:-1]):
+        return "vscode", project
+    if name == "mcp_config.json" and any("windsurf" in part or part == ".codeium" for part in lowered):
+        return "windsurf", None
+    if name == "settings.json" and "zed" in lowered:
+        return "zed", None
+    return "auto", project
+
+
+def read_client_config(
+    text: str, client: ClientFormat = "auto", *, workspace: str | None = None, project: str | None = None
+) -> ClientConfig:
+    """The servers of a client's config file. ``workspace``: the folder ``${workspaceFolder}`` means;
+    ``project``: the folder a project's own file belongs to, where its servers start (as the client
+    starts them) unless they name a ``cwd``."""
     try:
         document = json5.loads(text)
     except ValueError as exc:
@@ -91,6 +118,8 @@ def read_client_config(text: str, client: ClientFormat = "auto", *, workspace: s
         if not isinstance(spec, dict) or spec.get("disabled") is True or spec.get("enabled") is False:
             continue
         settings = _server(str(name), spec, found, reader, result)
+        if settings is not None and settings["transport"] == "stdio" and project is not None:
+            settings.setdefault("cwd", project.replace("$", "$$"))
         if settings is not None:
             result.servers.append(ClientServer(str(name), settings))
     return result

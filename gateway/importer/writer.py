@@ -60,10 +60,15 @@ class Imported:
 
 
 def import_client_config(
-    text: str, *, client: ClientFormat = "auto", workspace: str | None = None, separator: str = "__"
+    text: str,
+    *,
+    client: ClientFormat = "auto",
+    workspace: str | None = None,
+    project: str | None = None,
+    separator: str = "__",
 ) -> Imported:
     """The TOML config for the servers in a client's config file, and what to tell the person."""
-    read = read_client_config(text, client, workspace=workspace)
+    read = read_client_config(text, client, workspace=workspace, project=project)
     if not read.servers:
         raise ConfigError("the file lists no server the gateway can run (all disabled, or none usable)")
     taken: set[str] = set()

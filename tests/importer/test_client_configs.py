@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import load_config
+from gateway.importer.clients import client_of
 from gateway.importer.writer import import_client_config
 from gateway.protocol.errors import ConfigError
 
@@ -126,3 +127,33 @@ def test_the_wrong_client_is_told_what_the_file_holds() -> None:
         import_client_config('{"mcpServers": {"a": {"command": "x"}}}', client="zed")
     with pytest.raises(ConfigError, match="not valid JSON"):
         import_client_config("{servers: [}")
+
+
+@pytest.mark.parametrize(
+    ("path", "client", "project"),
+    [
+        ("/work/site/.cursor/mcp.json", "cursor", "/work/site"),
+        ("/work/site/.mcp.json", "claude-code", "/work/site"),
+        ("/work/site/.vscode/mcp.json", "vscode", "/work/site"),
+        ("/home/ada/.codeium/windsurf/mcp_config.json", "windsurf", None),
+        ("/home/ada/.config/Code/User/settings.json", "vscode", None),
+        ("/home/ada/.config/zed/settings.json", "zed", None),
+        ("/home/ada/.config/Claude/claude_desktop_config.json", "claude-desktop", None),
+        ("/srv/servers.json", "auto", None),
+    ],
+)
+def test_a_file_says_its_client_by_its_name_and_place(path: str, client: str, project: str | None) -> None:
+    """Told by shape alone, a Cursor file was read as Claude Code's (its ${env:X} sent upstream as written),
+    a Windsurf one as Claude Desktop's, and a .mcp.json without types lost its ${VAR:-default}."""
+    assert client_of(path) == (client, project)
+
+
+def test_a_projects_servers_start_in_the_project(tmp_path: Path) -> None:
+    """Clients start a project's servers in its folder: imported without a cwd, ``srv.py`` was not found."""
+    dot_mcp = '{"mcpServers": {"rel": {"command": "python3", "args": ["srv.py"], "env": {"P": "${K:-fallback}"}}}}'
+    client, project = client_of("/work/site/.mcp.json")
+    (rel,) = load(tmp_path, import_client_config(dot_mcp, client=client, project=project).toml)  # type: ignore[arg-type]
+    assert (rel["cwd"], rel["env"]) == ("/work/site", {"P": "fallback"})
+    cursor = '{"mcpServers": {"api": {"url": "https://c.example.com/mcp", "headers": {"K": "${env:CK}"}}}}'
+    (api,) = load(tmp_path, import_client_config(cursor, client=client_of("/w/.cursor/mcp.json")[0]).toml, CK="k")
+    assert api["headers"] == {"K": "k"}

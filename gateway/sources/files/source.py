@@ -220,6 +220,15 @@ def _read_confined(path: Path, root: Path, relative: str) -> str:
         raise PromptFileError(f"{relative}: cannot be read: {exc.strerror}") from exc
 
 
+async def _set_when_cancelled(stop: anyio.Event) -> None:
+    """Set ``stop`` as soon as the watch is cancelled: watchfiles' thread sees it within a step, where
+    without it the gateway waited out the watcher's five-second timeout on every exit."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        stop.set()
+
+
 class FilePromptSource:
     """The prompts of one directory, as an upstream."""
 
@@ -270,10 +279,13 @@ class FilePromptSource:
         log.info("upstream_state", upstream=self.namespace, state=self.state, prompts=len(self.prompts))
         if not self.settings.watch or not self._root.is_dir():
             await anyio.sleep_forever()
-        async for _ in watchfiles.awatch(self._root, debounce=50, step=25, recursive=True):
-            await anyio.to_thread.run_sync(self._load)
-            log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
-            self._on_change(self.namespace)
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_set_when_cancelled, stop)
+            async for _ in watchfiles.awatch(self._root, debounce=50, step=25, recursive=True, stop_event=stop):
+                await anyio.to_thread.run_sync(self._load)
+                log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
+                self._on_change(self.namespace)
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         if not self.ready:
