@@ -72,9 +72,9 @@ def test_claude_code_commands_and_vscode_prompt_files() -> None:
     assert command.render({"arguments": "123 urgent"})[0]["content"]["text"] == "Fix issue 123 urgent now (urgent)."
     vscode = parse_prompt_file("docs/explain.prompt.md", "Explain ${input:topic:What to explain} to ${input:audience}.")
     assert vscode.name == "explain"
-    assert [(a.name, a.required) for a in vscode.arguments] == [
-        ("topic", True),
-        ("audience", True),
+    assert [(a.name, a.required) for a in vscode.arguments] == [  # left out, an input passes through
+        ("topic", False),
+        ("audience", False),
         ("arguments", False),
     ]
     assert vscode.render({"topic": "TLS", "audience": "a child"})[0]["content"]["text"] == "Explain TLS to a child."

@@ -107,6 +107,26 @@ def test_front_matter_is_read_as_claude_code_reads_it(front: str, description: s
     assert prompt.arguments[0].description == (hint or "what follows the command, as you would type it")
 
 
+def test_front_matter_that_is_not_yaml_keeps_the_lines_that_are() -> None:
+    """Claude Code's own ``argument-hint: [a] [b]`` is no YAML: the ``arguments: [a, b]`` beside it was lost."""
+    prompt = command("---\narguments: [a, b]\nargument-hint: [a] [b]\n---\nA=$a B=$b")
+    assert [(a.name, a.description) for a in prompt.arguments] == [("a", "a"), ("b", "b")]
+    assert text(prompt, a="one", b="two") == "A=one B=two"
+
+
+def test_a_command_offered_to_no_one_is_left_out_and_said(tmp_path: Path) -> None:
+    write(tmp_path, ".claude/commands/internal.md", "---\nuser-invocable: false\n---\nOnly for the model.")
+    write(tmp_path, ".claude/commands/public.md", "For people.")
+    scanned = scan(tmp_path)
+    assert sorted(scanned.prompts) == ["public"]
+    assert any("user-invocable: false" in note for note in scanned.notes)
+
+
+def test_a_command_read_as_a_template_says_what_to_set(tmp_path: Path) -> None:
+    write(tmp_path, "commands/fix.md", "Fix {{ broken $ARGUMENTS")
+    assert 'format = "claude-code"' in scan(tmp_path).problems["commands/fix.md"]
+
+
 def test_a_command_without_description_is_described_by_its_first_line() -> None:
     assert command("\n\n## Refactor the module\nKeep behaviour.").description == "Refactor the module"
 
@@ -142,7 +162,7 @@ def test_vscode_inputs_and_editor_variables() -> None:
     assert listed == {
         "selection": (False, "the text selected in the editor"),
         "file": (False, "the path of the file open in the editor"),
-        "audience": (True, "Who reads it"),
+        "audience": (False, "Who reads it"),  # VS Code leaves an input left out to the model: none is required
         "tone": (False, "Tone (optional)"),
         "arguments": (False, "what to focus on"),
     }

@@ -54,7 +54,7 @@ def lenient_front_matter(text: str) -> FrontMatter:
         meta = yaml.safe_load(match.group(1))
     except yaml.YAMLError as exc:
         lines = (_LENIENT_LINE.match(line) for line in match.group(1).splitlines())
-        found = {m.group(1): _unquoted(m.group(2)) for m in lines if m is not None and m.group(2)}
+        found = {m.group(1): _value_of(m.group(2)) for m in lines if m is not None and m.group(2)}
         return FrontMatter(
             found, body, body_line, f"front matter is not valid YAML ({_problem(exc)}): read line by line"
         )
@@ -63,6 +63,15 @@ def lenient_front_matter(text: str) -> FrontMatter:
     if not isinstance(meta, dict):
         return FrontMatter({}, body, body_line, "front matter is not a mapping of keys to values: ignored")
     return FrontMatter({str(k): v for k, v in meta.items()}, body, body_line)
+
+
+def _value_of(value: str) -> Any:
+    """One front-matter line's value: YAML where it is (``[a, b]`` a list), else its text."""
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return _unquoted(value)
+    return parsed if parsed is not None else _unquoted(value)
 
 
 def _unquoted(value: str) -> str:

@@ -62,6 +62,10 @@ class PromptFileError(Exception):
     """A file that cannot be served; the message names the file and, where known, the line."""
 
 
+class NotOffered(Exception):
+    """A file its own tool offers to no one (``user-invocable: false``): left out, and said so."""
+
+
 class RenderError(Exception):
     """The prompt's arguments did not render (an undefined variable, the sandbox refused, too long)."""
 
@@ -270,7 +274,10 @@ def parse_prompt_file(relative: str, text: str, directory_format: Format = "auto
         template = _ENVIRONMENT.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
         line = body_line + (exc.lineno or 1) - 1
-        raise PromptFileError(f"{relative}:{line}: template syntax: {exc.message}") from exc
+        hint = ""
+        if "$ARGUMENTS" in body or re.search(r"\$[0-9]", body):
+            hint = ' (a Claude Code command? set format = "claude-code" on this upstream: docs/catalog.md)'
+        raise PromptFileError(f"{relative}:{line}: template syntax: {exc.message}{hint}") from exc
     declared = {a.name for a in arguments}
     used = jinja2.meta.find_undeclared_variables(source) - declared - set(_ENVIRONMENT.globals)
     arguments += tuple(Argument(name, required=True) for name in sorted(used))
@@ -281,6 +288,8 @@ def _tool_file(relative: str, text: str, kind: Kind) -> FilePrompt:
     """A Claude Code or VS Code file, read as its tool reads it: never refused for its front matter or
     its name (a name that is no valid prompt name is made into one, and noted)."""
     front = lenient_front_matter(text)
+    if front.meta.get("user-invocable") is False:
+        raise NotOffered(f"{relative}: user-invocable: false (Claude Code offers it to no one): not served")
     file_name = relative.rsplit("/", 1)[-1]
     if kind == "vscode-prompt":
         tool: claude_code.ClaudeCommand | vscode.VsCodePrompt

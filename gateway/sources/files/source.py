@@ -34,6 +34,7 @@ from gateway.sources.files.prompts import (
     Attachment,
     FilePrompt,
     Format,
+    NotOffered,
     PromptFileError,
     RenderError,
     format_of,
@@ -113,6 +114,9 @@ def scan(root: Path, directory_format: Format = "auto") -> Scanned:
                 prompt = prompt.attach([attached.content(relative, a) for a in prompt.attachments])
         except PromptFileError as exc:
             scanned.problems[relative] = str(exc)
+            continue
+        except NotOffered as exc:
+            scanned.notes.append(str(exc))
             continue
         if prompt.note:
             scanned.notes.append(prompt.note)

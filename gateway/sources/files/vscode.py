@@ -4,8 +4,8 @@ Code's documentation on prompt files as of 2026-12:
 - Front matter (all optional): ``name`` (the slash command; else the file name), ``description``,
   ``argument-hint``, and ``agent``/``mode``, ``model``, ``tools``, which steer VS Code's own chat and mean
   nothing to an MCP client.
-- ``${input:name}`` and ``${input:name:placeholder}`` ask the person for a value: each is an argument,
-  the placeholder its description, required unless the placeholder says it is optional.
+- ``${input:name}`` and ``${input:name:placeholder}`` ask the person for a value: each is an optional
+  argument, the placeholder its description.
 - VS Code's own variables (``${selection}``, ``${selectedText}``, ``${file}``, ``${fileBasename}``,
   ``${fileDirname}``, ``${fileBasenameNoExtension}``, ``${workspaceFolder}``,
   ``${workspaceFolderBasename}``) are optional arguments: what the editor would have filled in.
@@ -37,7 +37,6 @@ BUILT_INS = {
     "workspaceFolderBasename": "the name of the workspace folder",
 }
 _VARIABLE = re.compile(r"\$\{(?:input:(?P<input>[A-Za-z0-9_.-]+)(?::(?P<placeholder>[^}]*))?|(?P<builtin>[A-Za-z]+))\}")
-_OPTIONAL = re.compile(r"\boptional\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -63,9 +62,8 @@ def read(front: FrontMatter) -> tuple[VsCodePrompt, str | None, tuple[Argument, 
     found: dict[str, Argument] = {}
     for match in _VARIABLE.finditer(front.body):
         if match.group("input") is not None:
-            placeholder = match.group("placeholder") or None
-            required = not (placeholder and _OPTIONAL.search(placeholder))
-            found.setdefault(match.group("input"), Argument(match.group("input"), placeholder, required=required))
+            placeholder = match.group("placeholder") or None  # left out, it passes through: never required
+            found.setdefault(match.group("input"), Argument(match.group("input"), placeholder))
         elif match.group("builtin") in BUILT_INS:
             name = match.group("builtin")
             found.setdefault(name, Argument(name, BUILT_INS[name]))
