@@ -24,7 +24,7 @@ class ListChangedDebouncer:
         self, delay_s: float, hub: Hub, metrics: Metrics, *, before: Callable[[], Awaitable[None]] | None = None
     ) -> None:
         self.delay_s = delay_s
-        self._before = before  # awaited before each fan-out (the replicas count it: cluster.py)
+        self._before = before  # awaited before each fan-out (the replicas count it: cluster/replicas.py)
         self._hub = hub
         self._metrics = metrics
         self._due = False

@@ -8,7 +8,7 @@ where they cannot be: VS Code's ``${input:id}`` becomes an environment variable 
 gateway prompts nobody), ``${env:X}`` becomes ``${X}``, ``${userHome}`` ``${HOME}``, and
 ``${workspaceFolder}`` the workspace the file sits in (its ``.vscode``/``.cursor`` folder's parent) when
 that is known; Claude Code's ``${VAR}`` and ``${VAR:-default}`` are the gateway's own syntax. The
-result is plain data: ``importer.py`` writes it as TOML.
+result is plain data: ``writer.py`` writes it as TOML.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``prompt-gateway import``: an existing client's MCP config (``client_configs.py`` reads each client's
+"""``prompt-gateway import``: an existing client's MCP config (``clients.py`` reads each client's
 file as that client does) turned into this gateway's TOML config.
 
 The output is parsed back and validated before it is printed, so what ``import`` writes always loads.

@@ -353,7 +353,7 @@ class SessionStore:
 
     def remember_ended(self, session: HttpSession) -> None:
         """An id ended here (its client deleted it, or it idled) must not be resumed here again (other
-        replicas: see cluster.py). Keyed by the id's one accepted spelling (session_ids.py)."""
+        replicas: see cluster/replicas.py). Keyed by the id's one accepted spelling (session_ids.py)."""
         now = time.time()
         if len(self._ended) >= MAX_ENDED_REMEMBERED:
             self._ended = {sid: until for sid, until in self._ended.items() if until > now}

@@ -1,5 +1,5 @@
 """Prompts kept in files: one file's text in, one prompt (or an error naming the line) out. Sans-IO:
-reading the directory and watching it is ``file_source.py``'s job.
+reading the directory and watching it is ``source.py``'s job.
 
 Three kinds of file, told apart by name and place:
 
@@ -13,8 +13,8 @@ Three kinds of file, told apart by name and place:
   the directory is, so ``check`` names a missing one; the path is the file's, never an argument's).
 - Claude Code's command files (anywhere under ``.claude/commands/``, or in a directory said to hold
   them) and skills (``.claude/skills/NAME/SKILL.md``): read by Claude Code's rules
-  (``prompt_formats/claude_code.py``), never as templates.
-- VS Code's prompt files (``NAME.prompt.md``): read by VS Code's rules (``prompt_formats/vscode.py``).
+  (``claude_code.py``), never as templates.
+- VS Code's prompt files (``NAME.prompt.md``): read by VS Code's rules (``vscode.py``).
 
 A tool's file is read as its tool reads it: a name that is no valid prompt name is made into one,
 and front matter that is not valid YAML is read line by line (the problem noted, the file served).

@@ -1,4 +1,4 @@
-"""An upstream made of files: a directory of prompt files (``file_prompts.py`` reads each), served in the
+"""An upstream made of files: a directory of prompt files (``prompts.py`` reads each), served in the
 process and watched, so an edit reaches connected clients as ``list_changed``.
 
 It stands where an upstream connector stands (the catalog, ``check``, ``/readyz`` and the metrics see
