@@ -177,8 +177,8 @@ async def _check(config: Config) -> int:
                 elif notes:
                     detail = f"{len(notes)} notes (below)"
                 elif connector.ready:
-                    version = connector.protocol_version or "?"
-                    detail = f"{connector.server_info.get('name', '?')} (MCP {version})"
+                    version = connector.protocol_version
+                    detail = connector.server_info.get("name", "?") + (f" (MCP {version})" if version else "")
             failed = failed or not connector.ready
             rows.append([connector.namespace, connector.settings.transport, connector.state, count_text, detail])
     print(_table(rows))
