@@ -32,8 +32,9 @@ def collections(node: str, tmp_path: Path) -> tuple[Path, Path, int]:
             pytest.fail(f"{package.name} is not installed: npm ci --prefix interop")
     project = tmp_path / "project"
     shutil.copytree(NEXTSPARK / "claude" / "commands", project / ".claude" / "commands")
-    files = len(list((PLUGIN / "commands").rglob("*.md"))) + len(list((project / ".claude").rglob("*.md")))
-    return PLUGIN, project, files
+    files = [*(PLUGIN / "commands").rglob("*.md"), *(project / ".claude").rglob("*.md")]
+    offered = [f for f in files if "\nuser-invocable: false" not in f.read_text()]  # Claude Code offers those to no one
+    return PLUGIN, project, len(offered)
 
 
 async def all_prompts(client: Client) -> list[t.Prompt]:
@@ -60,12 +61,13 @@ async def test_published_command_collections_are_served_whole(
     )
     async with Client(gateway_params(config), mode="legacy", cache=None) as client:
         prompts = await all_prompts(client)
-        assert len(prompts) == files  # every command file, none refused
+        assert len(prompts) == files  # every command file offered to people, none refused
         assert all(p.description for p in prompts)
         assert all(p.arguments for p in prompts)  # each takes what follows the command
         commands = {p.name: p for p in prompts}
-        assert "selfish__selfish-analyze" in commands  # name: selfish:analyze
-        for name in ("selfish__selfish-analyze", next(n for n in commands if n.startswith("next__"))):
+        assert "selfish__selfish-architect" in commands  # name: selfish:architect
+        assert "selfish__selfish-analyze" not in commands  # user-invocable: false
+        for name in ("selfish__selfish-architect", next(n for n in commands if n.startswith("next__"))):
             argument = commands[name].arguments[0].name  # type: ignore[index]
             rendered = await client.get_prompt(name, {argument: TYPED})
             content = rendered.messages[0].content
