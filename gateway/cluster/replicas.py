@@ -290,7 +290,7 @@ class RedisCluster:
                     beaten = time.monotonic()
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(1):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()  # type: ignore[no-untyped-call,unused-ignore]  # typed from redis 8.2
 
     async def _refresh(self) -> None:
         """Keep this replica's streams owned."""
