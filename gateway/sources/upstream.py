@@ -48,6 +48,7 @@ from gateway.protocol.versions import (
     is_modern,
 )
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
+from gateway.sources import era_memory
 from gateway.sources.backoff import Backoff
 from gateway.sources.eras import (
     DiedOnProbe,
@@ -129,6 +130,11 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
         self._ready_since: float | None = None
         self._handshake_only = False  # set once the server died on the probe
         self._guessed_handshake_only = False  # set from its stderr alone: undone if it then proves modern
+        self._era_key: str | None = None  # a stdio server's key in what earlier runs learnt (era_memory.py)
+        if isinstance(settings, StdioUpstream) and settings.protocol == "auto":
+            self._era_key = era_memory.key_of(settings.command, settings.args, settings.cwd)
+            if era_memory.handshake_only(self._era_key):  # it died of the probe in an earlier run
+                self._handshake_only = self._guessed_handshake_only = True
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._slots = anyio.Semaphore(max_in_flight)
         self._max_in_flight = max_in_flight
@@ -265,9 +271,13 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
                     self.last_error = exc.message
                     self._log.warning("upstream_died_on_probe", error=exc.message)
                     self.restarts += 1
+                    if self._era_key is not None:
+                        era_memory.remember_handshake_only(self._era_key)  # the next run skips the probe
                     continue  # once, at once: the handshake alone from now on
                 except _connection_failures() as exc:
                     reason = self._reason_of(exc)
+                    if self._era_key is not None and not self._handshake_only:
+                        era_memory.forget(self._era_key)  # remembered as handshake-only, it proved modern
                 self.last_error = reason
                 up_for = None if self._ready_since is None else anyio.current_time() - self._ready_since
                 if up_for is not None and up_for >= self._stable_after_s:

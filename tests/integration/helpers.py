@@ -97,7 +97,11 @@ def gateway_params(config: Path) -> StdioServerParameters:
         command=sys.executable,
         args=["-m", "gateway", "serve", "--config", str(config), "--log-level", "warning"],
         cwd=str(ROOT),
-        env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", str(ROOT))},
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": os.environ.get("HOME", str(ROOT)),
+            "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")),
+        },
     )
 
 

@@ -95,3 +95,22 @@ async def test_mcp_1_8_1_over_stdio_is_known_without_waiting_out_the_probe(
         assert ready["protocol_version"] == "2024-11-05"
         async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
             assert [p.name for p in (await client.list_prompts()).prompts] == ["old__greet"]
+
+
+async def test_a_server_that_died_of_the_probe_is_spoken_to_with_the_handshake_from_its_next_run(
+    tmp_path: Path, legacy_sdk_python: str
+) -> None:
+    """The probe's restart is paid once: the next run of the gateway remembers the server's era (the
+    first came up 1.6x as slow as with protocol = "legacy", every later one as fast)."""
+    server = str(ROOT / "tests" / "servers" / "fastmcp_legacy.py")
+    config = write_config(
+        tmp_path / "c.toml",
+        [{"namespace": "old", "command": legacy_sdk_python, "args": [server], "timeout_s": 30}],
+        server={"transport": "http", "port": 0},
+    )
+    for run, died in ((1, True), (2, False)):
+        async with running_gateway(config) as gateway:
+            ready = await gateway.wait_for_event("upstream_state", timeout=30, upstream="old", state="ready")
+            assert ready["protocol_version"] == "2024-11-05"
+            deaths = [e for e in gateway.events if e.get("event") == "upstream_died_on_probe"]
+            assert bool(deaths) is died, (run, deaths)
