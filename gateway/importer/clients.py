@@ -143,13 +143,15 @@ def _looks_like_claude_code(servers: Mapping[str, Any]) -> bool:
     return any(isinstance(s, dict) and s.get("type") in ("stdio", "http", "sse") for s in servers.values())
 
 
-def _inputs(document: Mapping[str, Any], section: tuple[str, ...]) -> dict[str, str]:
+def _inputs(document: Mapping[str, Any], section: tuple[str, ...]) -> dict[str, tuple[str, str | None]]:
     holder = document.get("mcp") if section == ("mcp", "servers") else document
     inputs = holder.get("inputs") if isinstance(holder, dict) else None
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, str | None]] = {}
     for item in inputs if isinstance(inputs, list) else []:
         if isinstance(item, dict) and isinstance(item.get("id"), str):
-            found[item["id"]] = str(item.get("description") or item["id"])
+            default = item.get("default")  # a pickString's default, or a promptString's
+            shown = str(default) if isinstance(default, (str, int, float)) and not isinstance(default, bool) else None
+            found[item["id"]] = (str(item.get("description") or item["id"]), shown)
     return found
 
 
@@ -198,7 +200,11 @@ class _Variables:
     """A client's string in the gateway's syntax: its variables translated, a literal ``$`` kept literal."""
 
     def __init__(
-        self, style: str | None, inputs: Mapping[str, str], workspace: str | None, result: ClientConfig
+        self,
+        style: str | None,
+        inputs: Mapping[str, tuple[str, str | None]],
+        workspace: str | None,
+        result: ClientConfig,
     ) -> None:
         self._style, self._inputs, self._workspace, self._result = style, inputs, workspace, result
 
@@ -214,6 +220,8 @@ class _Variables:
         for match in _SHELL_VARIABLE.finditer(value):
             pieces.append(value[last : match.start()].replace("$", "$$"))
             pieces.append(match.group(0))  # ${VAR} and ${VAR:-default} mean the same to the gateway
+            if match.group(2) is None:
+                self._result.variables.setdefault(match.group(1), "from the environment, as Claude Code read it")
             last = match.end()
         pieces.append(value[last:].replace("$", "$$"))
         return "".join(pieces)
@@ -230,10 +238,15 @@ class _Variables:
     def _editor_variable(self, inner: str, written: str, where: str) -> str:
         kind, _, name = inner.partition(":")
         if kind == "env" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            self._result.variables.setdefault(name, "from the environment, as the client read it")
             return f"${{{name}}}"
         if kind == "input" and name:
             variable = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper() or "INPUT"
-            self._result.variables[variable] = self._inputs.get(name, f"the input {name!r}")
+            description, default = self._inputs.get(name, (f"the input {name!r}", None))
+            if default is not None:  # the input's default stands where the variable is unset
+                self._result.variables[variable] = f"{description} (default {default!r})"
+                return f"${{{variable}:-{default.replace('$', '$$').replace('}', '')}}}"
+            self._result.variables[variable] = description
             return f"${{{variable}}}"
         if inner == "userHome":
             return "${HOME}"

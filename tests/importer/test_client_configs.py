@@ -157,3 +157,16 @@ def test_a_projects_servers_start_in_the_project(tmp_path: Path) -> None:
     cursor = '{"mcpServers": {"api": {"url": "https://c.example.com/mcp", "headers": {"K": "${env:CK}"}}}}'
     (api,) = load(tmp_path, import_client_config(cursor, client=client_of("/w/.cursor/mcp.json")[0]).toml, CK="k")
     assert api["headers"] == {"K": "k"}
+
+
+def test_an_inputs_default_and_the_environment_the_client_read_are_said(tmp_path: Path) -> None:
+    """A pickString's default was dropped (the variable was then required), and the header named no
+    ${env:X} variable although the gateway exits without it."""
+    mcp_json = """{"inputs": [{"type": "pickString", "id": "mode", "description": "Mode", "options": ["a", "b"],
+                               "default": "a"}],
+                   "servers": {"s": {"command": "x", "env": {"MODE": "${input:mode}", "K": "${env:KEY}"}}}}"""
+    imported = import_client_config(mcp_json, client="vscode")
+    assert "#   MODE: Mode (default 'a')" in imported.toml
+    assert "#   KEY: from the environment" in imported.toml
+    (server,) = load(tmp_path, imported.toml, KEY="k")
+    assert server["env"] == {"MODE": "a", "K": "k"}
