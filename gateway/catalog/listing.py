@@ -6,17 +6,16 @@ Mixed into the catalog.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import structlog
 from pydantic import BaseModel
 
-from gateway.catalog.cursor import START, CursorCodec, CursorTooLarge, ListingPosition, PagePosition
+from gateway.catalog.cursor import START, CursorTooLarge, ListingPosition, PagePosition
 from gateway.catalog.mounts import (
     MAX_EMPTY_ROUNDS,
-    Mount,
+    CatalogState,
     Page,
     _Freshness,
 )
@@ -31,8 +30,6 @@ from gateway.protocol.models import (
     ListParams,
     parse_params,
 )
-from gateway.sources.client_requests import ClientRequestRelay
-from gateway.sources.progress import ProgressRelay
 
 _T = TypeVar("_T")
 _Result = TypeVar("_Result", bound=BaseModel)
@@ -40,33 +37,8 @@ _Result = TypeVar("_Result", bound=BaseModel)
 log = structlog.get_logger("gateway.catalog")
 
 
-class Listing:
+class Listing(CatalogState):
     """The listing half of the catalog; the state it reads is the catalog's."""
-
-    mounts: tuple[Mount, ...]
-    ttl_ms: int
-    _codec: CursorCodec
-    _generation: str
-    _page_size: int | None
-    _on_upstream_error: Literal["skip", "fail"]
-    _clock: Callable[[], float]
-    _progress: ProgressRelay
-    _client_requests: ClientRequestRelay
-
-    async def _page(self, i: int, cursor: str | None) -> Page:
-        raise NotImplementedError
-
-    async def _lookup(self, i: int, local: str) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-    def _visible(self, i: int, local: str, public: str, tags: tuple[str, ...], viewer: Viewer | None) -> bool:
-        raise NotImplementedError
-
-    def shows_upstream(self, i: int, viewer: Viewer | None) -> bool:
-        raise NotImplementedError
-
-    async def _note_collision(self, i: int, local: str, public: str) -> bool:
-        raise NotImplementedError
 
     async def list_prompts(self, params: dict[str, Any] | None, *, viewer: Viewer | None = None) -> dict[str, Any]:
         cursor = parse_params(ListParams, params).cursor

@@ -8,14 +8,17 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 from pydantic import BaseModel
 
 from gateway.catalog import overrides
-from gateway.catalog.policy import ALLOW_ALL, Rules
+from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
 from gateway.config import PromptOverride
+from gateway.sources.client_requests import ClientRequestRelay
+from gateway.sources.progress import ProgressRelay
 
 MAX_UPSTREAM_CURSOR_CHARS = 2048
 
@@ -190,3 +193,32 @@ class _Freshness:
         else:
             self.ttls_ms.append(0)  # unannounced changes and no hint: always re-ask
         self.private = self.private or page.private
+
+
+class CatalogState:
+    """What the catalog's halves (listing, routing) read of it: its state, and the steps they share."""
+
+    mounts: tuple[Mount, ...]
+    ttl_ms: int
+    _codec: CursorCodec
+    _generation: str
+    _page_size: int | None
+    _on_upstream_error: Literal["skip", "fail"]
+    _clock: Callable[[], float]
+    _progress: ProgressRelay
+    _client_requests: ClientRequestRelay
+
+    async def _page(self, i: int, cursor: str | None) -> Page:
+        raise NotImplementedError
+
+    async def _lookup(self, i: int, local: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _visible(self, i: int, local: str, public: str, tags: tuple[str, ...], viewer: Viewer | None) -> bool:
+        raise NotImplementedError
+
+    def shows_upstream(self, i: int, viewer: Viewer | None) -> bool:
+        raise NotImplementedError
+
+    async def _note_collision(self, i: int, local: str, public: str) -> bool:
+        raise NotImplementedError

@@ -4,16 +4,14 @@ itself listed and policy lets through, its answer validated before it is relayed
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from gateway.catalog import overrides
-from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.mounts import (
+    CatalogState,
     Mount,
-    Page,
 )
 from gateway.catalog.policy import Viewer
 from gateway.protocol.errors import (
@@ -36,40 +34,14 @@ from gateway.protocol.models import (
     parse_params,
 )
 from gateway.rpc import Notify
-from gateway.sources.client_requests import Ask, ClientRequestRelay
-from gateway.sources.progress import ProgressRelay
+from gateway.sources.client_requests import Ask
 
 _T = TypeVar("_T")
 _Result = TypeVar("_Result", bound=BaseModel)
 
 
-class Routing:
+class Routing(CatalogState):
     """The routing half of the catalog; the state it reads is the catalog's."""
-
-    mounts: tuple[Mount, ...]
-    ttl_ms: int
-    _codec: CursorCodec
-    _generation: str
-    _page_size: int | None
-    _on_upstream_error: Literal["skip", "fail"]
-    _clock: Callable[[], float]
-    _progress: ProgressRelay
-    _client_requests: ClientRequestRelay
-
-    async def _page(self, i: int, cursor: str | None) -> Page:
-        raise NotImplementedError
-
-    async def _lookup(self, i: int, local: str) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-    def _visible(self, i: int, local: str, public: str, tags: tuple[str, ...], viewer: Viewer | None) -> bool:
-        raise NotImplementedError
-
-    def shows_upstream(self, i: int, viewer: Viewer | None) -> bool:
-        raise NotImplementedError
-
-    async def _note_collision(self, i: int, local: str, public: str) -> bool:
-        raise NotImplementedError
 
     async def _resolve(self, public: str, viewer: Viewer | None) -> tuple[Mount, str, dict[str, Any]]:
         """The mount, local name and listing entry behind a public name, or UnknownPrompt. A hidden name

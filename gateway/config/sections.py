@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import sys
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -16,12 +15,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on 3.10 only
-    pass
-
 
 NAMESPACE_PATTERN = r"^[A-Za-z0-9_-]+$"
 

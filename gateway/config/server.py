@@ -4,18 +4,12 @@ get from their claims, the audit, and every bound on what clients may hold.
 
 from __future__ import annotations
 
-import sys
 from typing import Literal
 
 from pydantic import (
     Field,
     model_validator,
 )
-
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on 3.10 only
-    pass
 
 from gateway.config.sections import NAMESPACE_PATTERN, PolicyRules, _Section, is_loopback
 

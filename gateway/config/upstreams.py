@@ -4,7 +4,6 @@ overrides that reshape an upstream's prompts.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -15,11 +14,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on 3.10 only
-    pass
 
 from gateway.config.sections import NAMESPACE_PATTERN, PolicyRules, _Section
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
 
 import anyio
@@ -27,9 +27,8 @@ PATHS = {"streamable-http": "/mcp", "sse": "/sse"}
 
 
 @asynccontextmanager
-async def sdk_server(port: int, transport: str = "streamable-http") -> AsyncIterator[Process]:
-    """``tests/servers/dynamic.py`` served over HTTP on ``port``, once it accepts connections."""
-    command = [sys.executable, "-m", "tests.servers.http_serve", "dynamic", transport, str(port)]
+async def listening(command: list[str]) -> AsyncIterator[Process]:
+    """A server process, once it prints the port it listens on (it accepts connections from then on)."""
     async with await anyio.open_process(command, cwd=ROOT) as process:
         assert process.stdout is not None
         with anyio.fail_after(20):
@@ -39,6 +38,11 @@ async def sdk_server(port: int, transport: str = "streamable-http") -> AsyncIter
         finally:
             with suppress(ProcessLookupError):  # killed already by the test
                 process.kill()
+
+
+def sdk_server(port: int, transport: str = "streamable-http") -> AbstractAsyncContextManager[Process]:
+    """``tests/servers/dynamic.py`` served over HTTP on ``port``."""
+    return listening([sys.executable, "-m", "tests.servers.http_serve", "dynamic", transport, str(port)])
 
 
 def remote(namespace: str, port: int, transport: str = "streamable-http") -> dict[str, object]:
@@ -110,20 +114,9 @@ async def test_a_server_that_goes_away_is_reported_down_and_served_again_when_ba
                 assert (await http.get(f"{gateway.url}/readyz")).status_code == 200
 
 
-@asynccontextmanager
-async def answering(port: int, status: int) -> AsyncIterator[Process]:
+def answering(port: int, status: int) -> AbstractAsyncContextManager[Process]:
     """A server on ``port`` answering every request with ``status`` (a proxy during a deploy)."""
-    command = [sys.executable, "-m", "tests.servers.unavailable", str(port), str(status)]
-    async with await anyio.open_process(command, cwd=ROOT) as process:
-        assert process.stdout is not None
-        with anyio.fail_after(20):
-            await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 100)
-        try:
-            yield process
-        finally:
-            with suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
+    return listening([sys.executable, "-m", "tests.servers.unavailable", str(port), str(status)])
 
 
 @pytest.mark.parametrize("status", [503, 500, 401])
