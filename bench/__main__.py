@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -181,6 +182,7 @@ async def bench_gets(quick: bool, transports: set[str], *, use_wrk: bool) -> lis
                 http_gateway(http_config("h.toml", "legacy")) as (gateway_url, gateway_process),
                 http_gateway(http_config("hm.toml", "modern")) as (modern_gateway_url, modern_gateway_process),
                 spawn([PY, "-m", "bench.fastmcp_proxy", "http", proxy_spec]) as proxy,
+                haproxy_relay(shutil.which("haproxy"), url, tmp_path) as relay,
             ):
                 proxy_url = f"http://127.0.0.1:{int(await first_line(proxy))}/mcp"
                 await wait_http(proxy_url)
@@ -191,6 +193,10 @@ async def bench_gets(quick: bool, transports: set[str], *, use_wrk: bool) -> lis
                     "direct-26": (url, "p00001", True, None),
                     "gateway-26": (modern_gateway_url, "up__p00001", True, modern_gateway_process.pid),
                 }
+                if relay is not None:  # the floor: a plain HTTP relay in front of the same upstream
+                    relay_url, relay_pid = relay
+                    http_targets["haproxy"] = (relay_url, "p00001", False, relay_pid)
+                    http_targets["haproxy-26"] = (relay_url, "p00001", True, relay_pid)
                 for concurrency in levels:
                     measures = {
                         target: partial(
@@ -639,6 +645,37 @@ async def haproxy_in_front(binary: str | None, url: str, directory: Path) -> Asy
         yield f"http://127.0.0.1:{port}/mcp"
 
 
+@asynccontextmanager
+async def haproxy_relay(binary: str | None, url: str, directory: Path) -> AsyncIterator[tuple[str, int] | None]:
+    """HAProxy relaying to ``url``'s server, deploy/haproxy.cfg's defaults (keep-alive, no checks): the
+    floor beside the gateway, what a plain HTTP relay costs. Its URL and pid; None without haproxy."""
+    if binary is None:
+        yield None
+        return
+    port = free_port()
+    backend = url.split("//", 1)[1].split("/", 1)[0]
+    template = (ROOT / "deploy" / "haproxy.cfg").read_text()
+    config = directory / "relay.cfg"
+    config.write_text(
+        template.replace("bind :8080", f"bind 127.0.0.1:{port}")
+        .replace("    option httpchk GET /readyz\n", "")
+        .replace("    http-check expect status 200\n", "")
+        .replace(
+            "    server-template gateway 3 gateway:8080 check resolvers dns init-addr none\n",
+            f"    server upstream {backend}\n",
+        )
+    )
+    async with spawn([binary, "-db", "-f", str(config)]) as relay:
+        with anyio.fail_after(30):
+            while True:  # until it accepts connections
+                try:
+                    await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    await anyio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp", relay.pid
+
+
 def free_port() -> int:
     import socket
 
@@ -734,6 +771,13 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
         out[f"{transport}_added_p50_ms"] = p50(transport, "gateway") - p50(transport, "direct")
         out[f"{transport}_2026_gateway_vs_direct_rps_at_16"] = rps(transport, "gateway-26", 16) / rps(
             transport, "direct-26", 16
+        )
+    if any(r["target"] == "haproxy" for r in rows):  # the floor: what a plain relay costs, per request
+        out["http_haproxy_cpu_vs_upstream_cpu_at_16"] = cpu("http", "haproxy", "middle") / cpu(
+            "http", "haproxy", "upstream"
+        )
+        out["http_gateway_cpu_vs_haproxy_cpu_at_16"] = cpu("http", "gateway", "middle") / cpu(
+            "http", "haproxy", "middle"
         )
     return out
 
