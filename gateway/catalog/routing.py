@@ -82,10 +82,12 @@ class Routing(CatalogState):
         notify: Notify | None = None,
         input_required: bool = False,
         ask: Ask | None = None,
+        parsed: GetPromptParams | None = None,
     ) -> dict[str, Any]:
         """``input_required``: whether the client can answer a multi round-trip request (2026-07-28);
-        an upstream's InputRequiredResult then passes through untouched, else it is a clear error."""
-        request = parse_params(GetPromptParams, params)
+        an upstream's InputRequiredResult then passes through untouched, else it is a clear error.
+        ``parsed``: the params validated already (by the audit, which reads them first)."""
+        request = parsed or parse_params(GetPromptParams, params)
         mount, local, entry = await self._resolve(request.name, viewer)
         override = mount.overrides.get(local)
         arguments = overrides.forwarded_arguments(request.name, override, request.arguments or {})
@@ -117,8 +119,9 @@ class Routing(CatalogState):
         viewer: Viewer | None = None,
         notify: Notify | None = None,
         ask: Ask | None = None,
+        parsed: CompleteParams | None = None,
     ) -> dict[str, Any]:
-        request = parse_params(CompleteParams, params)
+        request = parsed or parse_params(CompleteParams, params)
         if not isinstance(request.ref, PromptRef):
             raise InvalidParams("Invalid params: this gateway serves prompts; it completes ref/prompt only")
         mount, local, _ = await self._resolve(request.ref.name, viewer)

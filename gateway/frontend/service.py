@@ -219,9 +219,10 @@ class PromptService:
         await self.warm_up()
         catalog = self._catalog()
         audited: AbstractContextManager[None] = nullcontext()
+        parsed: GetPromptParams | CompleteParams | None = None
         if self._audit is not None and method in AUDITED:
-            try:  # the audit reads the params before the catalog would: they are valid first
-                parse_params(_AUDITED_PARAMS[method], params)
+            try:  # the audit reads the params before the catalog would: they are valid first (and once)
+                parsed = parse_params(_AUDITED_PARAMS[method], params)
             except InvalidParams as exc:
                 self._audit.invalid(who, method, params, exc.message)
                 raise
@@ -237,7 +238,14 @@ class PromptService:
             if method == "prompts/list":
                 return await catalog.list_prompts(params, viewer=viewer)
             if method == "prompts/get":
-                return await catalog.get_prompt(params, viewer=viewer, notify=notify, input_required=modern, ask=ask)
+                return await catalog.get_prompt(
+                    params,
+                    viewer=viewer,
+                    notify=notify,
+                    input_required=modern,
+                    ask=ask,
+                    parsed=parsed if isinstance(parsed, GetPromptParams) else None,
+                )
             if method in _TOOLS:
                 if not self.prompts_as_tools:
                     raise MethodNotFound(f"Method not found: {method}")
@@ -246,7 +254,8 @@ class PromptService:
                 return await self._call_tool(params, viewer=viewer, notify=notify, modern=modern, ask=ask, who=who)
             if not completions:
                 raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
-            return await catalog.complete(params, viewer=viewer, notify=notify, ask=ask)
+            completion = parsed if isinstance(parsed, CompleteParams) else None
+            return await catalog.complete(params, viewer=viewer, notify=notify, ask=ask, parsed=completion)
 
     async def _tools(self, catalog: Catalog, viewer: Viewer | None) -> dict[str, Any]:
         names = [prompt["name"] for prompt in (await catalog.all_prompts(viewer=viewer))["prompts"]]
