@@ -75,6 +75,7 @@ class SessionIds:
     def __init__(self, keys: Sequence[bytes] = (), *, ttl_s: float = 86_400.0) -> None:
         self._sealer = Sealer(list(keys) or [secrets.token_bytes(32)], purpose=b"session-id")
         self.ttl_s = ttl_s
+        self.shared = bool(keys)  # other replicas (or a restart) may open these ids
 
     def issue(
         self,

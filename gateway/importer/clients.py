@@ -245,7 +245,7 @@ class _Variables:
             description, default = self._inputs.get(name, (f"the input {name!r}", None))
             if default is not None:  # the input's default stands where the variable is unset
                 self._result.variables[variable] = f"{description} (default {default!r})"
-                return f"${{{variable}:-{default.replace('$', '$$').replace('}', '')}}}"
+                return f"${{{variable}:-{default.replace('}', '')}}}"  # a default is taken as written
             self._result.variables[variable] = description
             return f"${{{variable}}}"
         if inner == "userHome":

@@ -121,7 +121,6 @@ class EraNegotiation:
     server_info: dict[str, Any]
     _handshake_only: bool
     _guessed_handshake_only: bool
-    _probe_crashed: anyio.Event
     _connection_tasks: TaskGroup | None
     _stream: MessageStream | None
 
@@ -165,19 +164,13 @@ class EraNegotiation:
 
     async def _probe_or_handshake(self, peer: RpcPeer, stream: MessageStream, probe: _Probe) -> DiscoverResult | None:
         """The DiscoverResult of a modern server, or None once the handshake is done. A server that prints
-        a crash on stderr while the probe is pending (mcp <= 1.8.1, which then waits for another line
-        before it exits) is restarted for the handshake only at once, not after the probe's patience."""
+        a ``ping`` behind the probe either answers (a handshake-era server: on at once) or makes a server that
+        crashed on the probe but reads on (mcp <= 1.8.1) exit at once, not after the probe's patience."""
         pinged = anyio.Event()
         if isinstance(self.settings, StdioUpstream) and self._connection_tasks is not None:
             self._connection_tasks.start_soon(self._ping_beside_probe, peer, pinged)  # left to end by itself
         with anyio.move_on_after(min(PROBE_PATIENCE_S, self.settings.timeout_s)):
-            await _first_of(probe.settled, self._probe_crashed, pinged)
-        if self._probe_crashed.is_set() and not probe.settled.is_set():
-            self._handshake_only = self._guessed_handshake_only = True
-            message = (
-                self._exited("on the server/discover probe", verb="crashed") + "; restarting it for the handshake only"
-            )
-            raise DiedOnProbe(self.namespace, message)
+            await _first_of(probe.settled, pinged)
         if probe.settled.is_set():
             discovered = probe.result()
             if discovered is not None:
@@ -238,7 +231,7 @@ class EraNegotiation:
             self._raise_if_unreachable(exc)
             if required:
                 raise UpstreamUnavailable(self.namespace, self._exited("during discovery")) from exc
-            self._handshake_only = True
+            self._handshake_only = self._guessed_handshake_only = True
             raise DiedOnProbe(
                 self.namespace, self._exited("on the server/discover probe") + "; restarting it for the handshake only"
             ) from exc
@@ -271,7 +264,7 @@ class EraNegotiation:
             if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and probed:
                 raise _ModernOnly(exc.error) from exc  # modern after all: the probe's answer decides
             if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and self._guessed_handshake_only:
-                self._handshake_only = self._guessed_handshake_only = False  # its stderr misled us: probe again
+                self._handshake_only = self._guessed_handshake_only = False  # the guess was wrong: probe again
                 raise UpstreamUnavailable(self.namespace, "is modern after all: probing it again") from exc
             status = http_status(exc)
             if status is not None:  # the server (or a proxy) is not there yet: tried again with backoff
@@ -280,7 +273,7 @@ class EraNegotiation:
         except PeerClosed as exc:
             self._raise_if_unreachable(exc)
             if probed and not self._handshake_only:
-                self._handshake_only = True
+                self._handshake_only = self._guessed_handshake_only = True
                 message = self._exited("during initialize, after the server/discover probe")
                 raise DiedOnProbe(self.namespace, message + "; restarting it for the handshake only") from exc
             raise UpstreamUnavailable(self.namespace, self._exited("during initialize")) from exc

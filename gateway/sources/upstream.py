@@ -17,7 +17,6 @@ States (the whole machine lives in ``_TRANSITIONS``):
 
 from __future__ import annotations
 
-import re
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -83,9 +82,6 @@ REMOTE_RETRY_MAX_S = 5.0
 """A remote upstream that is down is tried again at least this often, whatever ``restart_max_s`` says:
 back within seconds of the server listening again."""
 """How often a remote upstream is asked whether it is still there."""
-_CRASH = re.compile(r"Traceback \(most recent call last\)|validation errors? for |^\w*Error: ")
-"""A line a Python server writes to stderr as it crashes (what mcp <= 1.8.1 servers print on the
-probe, and then wait for the next line before exiting)."""
 
 
 def _closed_reason(stream: MessageStream | None) -> str | None:
@@ -153,7 +149,6 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
         self._stream: MessageStream | None = None  # the connection's transport, while there is one
         self._connection_tasks: anyio.abc.TaskGroup | None = None  # what lives as long as the connection
         self._ready_again = anyio.Event()  # set each time the connector becomes ready
-        self._probe_crashed = anyio.Event()  # the server printed a crash while the probe was pending
 
     # ---- what the catalog sees ------------------------------------------------------------------
 
@@ -261,6 +256,7 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
         try:
             while True:
                 self._ready_since = None
+                remembered = self._handshake_only  # what a failure may show the memory was wrong about
                 try:
                     reason = await self._connect_and_serve()
                 except HandshakeFailed as exc:
@@ -276,7 +272,7 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
                     continue  # once, at once: the handshake alone from now on
                 except _connection_failures() as exc:
                     reason = self._reason_of(exc)
-                    if self._era_key is not None and not self._handshake_only:
+                    if self._era_key is not None and remembered and not self._handshake_only:
                         era_memory.forget(self._era_key)  # remembered as handshake-only, it proved modern
                 self.last_error = reason
                 up_for = None if self._ready_since is None else anyio.current_time() - self._ready_since
@@ -324,7 +320,6 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
         """One connection's life, and why it ended. A failure is re-raised only after the task groups have
         closed, so the supervisor sees the typed error rather than an ExceptionGroup."""
         failure: HandshakeFailed | UpstreamError | None = None
-        self._probe_crashed = anyio.Event()
         self._drop_reason: str | None = None
         async with self._open() as (stream, details):
             self._stream = stream
@@ -407,8 +402,6 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
         if line:
             self._stderr_tail.append(line)
             self._log.info("upstream_stderr", line=line)
-            if self.state == "starting" and _CRASH.search(line):
-                self._probe_crashed.set()
 
     def _exited(self, phase: str, *, verb: str = "exited") -> str:
         """'exited <phase>', with the last lines the server wrote to stderr: usually the reason."""

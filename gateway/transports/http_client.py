@@ -188,7 +188,7 @@ class _HttpStream:
     def _unreachable(self, exc: BaseException) -> bool:
         """Whether a failed request means the server cannot be reached (ends the stream), rather than
         that this one request failed (time-outs are the request's: the RPC layer bounds them)."""
-        if isinstance(exc, aiohttp.ClientConnectionError) and not isinstance(exc, aiohttp.ServerTimeoutError):
+        if isinstance(exc, aiohttp.ClientConnectorError):  # no connection at all (a dropped one was retried)
             self._end(f"cannot be reached: {describe(exc)}")
             return True
         return False

@@ -29,6 +29,9 @@ log = structlog.get_logger("gateway.process")
 TAG_VARIABLE = "PROMPT_GATEWAY_UPSTREAM"
 _PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
+spawning = 0
+"""Children being started: their pids are not in ``managed`` yet, so reaping waits (it could take the
+exit of one that ended at once, which its event loop would then never see)."""
 managed: set[int] = set()
 """Pids of the children the gateway started itself and waits for (their exit is its event loop's to
 collect): never reaped here."""
@@ -93,6 +96,8 @@ def reap_adopted() -> None:
     """Collect the exit of adopted orphans that ended by themselves (else they stay zombies)."""
     import psutil
 
+    if spawning:
+        return
     for child in _adopted():
         try:
             if child.status() == psutil.STATUS_ZOMBIE:

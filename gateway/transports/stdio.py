@@ -61,23 +61,27 @@ async def open_child(
 ) -> AsyncIterator[tuple[NewlineFramedStream, Process]]:
     """Start the child and yield its framed stdin/stdout; stderr lines go to ``on_stderr_line``."""
     tag = orphans.new_tag()
-    process = await anyio.open_process(
-        [spec.command, *spec.args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**child_environment(spec.env or {}), orphans.TAG_VARIABLE: tag},
-        cwd=spec.cwd,
-        start_new_session=True,
-    )
-    orphans.managed.add(process.pid)
+    orphans.spawning += 1
+    try:
+        process = await anyio.open_process(
+            [spec.command, *spec.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**child_environment(spec.env or {}), orphans.TAG_VARIABLE: tag},
+            cwd=spec.cwd,
+            start_new_session=True,
+        )
+        orphans.managed.add(process.pid)
+    finally:
+        orphans.spawning -= 1
     if process.stdin is None or process.stdout is None or process.stderr is None:  # pragma: no cover
         raise RuntimeError("the child's pipes were not created")
     stream = NewlineFramedStream(process.stdout, process.stdin, max_message_bytes=max_message_bytes)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_pump_stderr, process.stderr, on_stderr_line)
-            tg.start_soon(_end_group_with_leader, process, spec.grace_s, tag)
+            tg.start_soon(_end_group_with_leader, process, spec.grace_s)
             try:
                 yield stream, process
             finally:
@@ -130,11 +134,11 @@ async def _end_group(process: Process, grace_s: float) -> None:
             return
 
 
-async def _end_group_with_leader(process: Process, grace_s: float, tag: str) -> None:
+async def _end_group_with_leader(process: Process, grace_s: float) -> None:
     """Once the server itself has exited, what it started goes too: its children would otherwise run on,
     and hold its stdout open, so that the end of the stream (how its exit is noticed) would never come."""
     await process.wait()
-    await _terminate(process, grace_s, tag)
+    await _end_group(process, grace_s)  # what left the group is looked for once, as the child is closed
 
 
 def _group_alive(pgid: int) -> bool:

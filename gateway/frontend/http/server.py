@@ -177,7 +177,7 @@ class HttpFrontend(StatelessPath, LegacySsePath):
         if isinstance(session, Response):
             return session
         if request.method == "DELETE":
-            self.store.remember_ended(session)
+            self.store.remember_ended(session.id, session.expires)
             self.store.end(session, "deleted by client")
             await self.store.cluster.deleted(session.id, session.expires or time.time() + self.store.ids.ttl_s)
             return Response(status_code=200)

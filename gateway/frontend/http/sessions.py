@@ -188,16 +188,19 @@ class SessionStore:
         replicas share when each session was last used: one still in use elsewhere only leaves this
         replica's memory, one idle everywhere is ended on every replica (see ``_end_if_idle_everywhere``)."""
         deadline = time.monotonic() - self.settings.session_idle_timeout_s
+        if self.task_group is not None:
+            for session in [s for s in self.sessions.values() if s.streams]:
+                self.task_group.start_soon(self.share_activity, session)  # an open stream is use, however quiet
         for session in [s for s in self.sessions.values() if s.streams == 0 and s.last_seen < deadline]:
             self.end(session, "idle")
-            if isinstance(self.cluster, NoCluster):
-                self.remember_ended(session)
+            if isinstance(self.cluster, NoCluster) and not self.ids.shared:  # alone, it knows every request
+                self.remember_ended(session.id, session.expires)
             elif self.task_group is not None and session.expires is not None:
                 self.task_group.start_soon(self.end_if_idle_everywhere, session.id, session.expires)
 
     async def end_if_idle_everywhere(self, session_id: str, expires: float) -> None:
         if await self.cluster.is_active(session_id) is False:  # None: Redis cannot say, so it stays resumable
-            self._ended[session_id] = expires
+            self.remember_ended(session_id, expires)
             await self.cluster.deleted(session_id, expires)
 
     def expire_lapsed(self) -> None:
@@ -301,7 +304,7 @@ class SessionStore:
             return None
         idle_s = self.settings.session_idle_timeout_s
         if now - state.created >= idle_s and await self.cluster.is_active(session_id) is False:
-            self._ended[session_id] = state.expires  # idle on every replica (their shared record lapsed)
+            self.remember_ended(session_id, state.expires)  # idle on every replica (their shared record lapsed)
             await self.cluster.deleted(session_id, state.expires)
             return None
         if session_id in self.sessions:  # resumed by a concurrent request meanwhile
@@ -321,7 +324,7 @@ class SessionStore:
     def deleted_elsewhere(self, key: str) -> None:
         session = self.local(key)
         if session is not None:
-            self.remember_ended(session)
+            self.remember_ended(session.id, session.expires)
             self.end(session, "deleted by client on another replica")
 
     def cancelled_elsewhere(self, key: str, request_id: Any) -> None:
@@ -351,13 +354,15 @@ class SessionStore:
         if len(parts) == 3 and parts[0] == "gateway" and parts[1] != self.cluster.replica:
             await self.cluster.answer_to(parts[1], session.id, dumps(to_wire(message)))
 
-    def remember_ended(self, session: HttpSession) -> None:
+    def remember_ended(self, session_id: str, expires: float | None) -> None:
         """An id ended here (its client deleted it, or it idled) must not be resumed here again (other
-        replicas: see cluster/replicas.py). Keyed by the id's one accepted spelling (session_ids.py)."""
+        replicas: see cluster/replicas.py). Keyed by the id's one accepted spelling (session_ids.py);
+        the one writer of what is remembered, so its bound holds."""
+        if expires is None:
+            return
         now = time.time()
         if len(self._ended) >= MAX_ENDED_REMEMBERED:
             self._ended = {sid: until for sid, until in self._ended.items() if until > now}
             while len(self._ended) >= MAX_ENDED_REMEMBERED:
                 del self._ended[next(iter(self._ended))]  # the oldest first
-        if session.expires is not None:
-            self._ended[session.id] = session.expires
+        self._ended[session_id] = expires
