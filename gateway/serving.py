@@ -7,11 +7,12 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import structlog
 
+from gateway.app import CLIENT_REQUEST_TIMEOUT_S, Gateway
 from gateway.cluster.replicas import NoCluster, RedisCluster
 from gateway.cluster.session_ids import SessionIds
 from gateway.config import Config, ServerSettings
@@ -24,11 +25,6 @@ from gateway.protocol.errors import ConfigError, GatewayError
 from gateway.protocol.jsonrpc import Notification, Request, encode
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.transports.base import MessageStream
-
-if TYPE_CHECKING:
-    pass
-
-from gateway.app import CLIENT_REQUEST_TIMEOUT_S, Gateway
 
 log = structlog.get_logger("gateway.app")
 

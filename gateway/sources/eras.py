@@ -8,19 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
+from anyio.abc import TaskGroup
 from pydantic import ValidationError
 
 from gateway.config import HttpUpstream, StdioUpstream
-from gateway.sources.client_requests import ADVERTISED_TO_UPSTREAMS
-from gateway.sources.upstream_options import http_status
-
-if TYPE_CHECKING:
-    pass
-from anyio.abc import TaskGroup
-
 from gateway.protocol.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     UpstreamError,
@@ -36,7 +30,8 @@ from gateway.protocol.versions import (
     LATEST_MODERN_VERSION,
 )
 from gateway.rpc import PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
-from gateway.sources.upstream_options import CLIENT_INFO
+from gateway.sources.client_requests import ADVERTISED_TO_UPSTREAMS
+from gateway.sources.upstream_options import CLIENT_INFO, http_status
 from gateway.transports.base import MessageStream
 
 PROBE_PATIENCE_S = 10.0

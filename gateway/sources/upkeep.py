@@ -6,17 +6,14 @@ it is still there. Mixed into the connector.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from gateway.config import HttpUpstream, StdioUpstream
-from gateway.sources.upstream_options import http_status
-
-if TYPE_CHECKING:
-    pass
 from gateway.rpc import PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
 from gateway.sources.backoff import Backoff
+from gateway.sources.upstream_options import http_status
 from gateway.transports.base import MessageStream
 
 HEALTH_CHECK_S = 5.0

@@ -21,17 +21,12 @@ import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 import structlog
 
 from gateway.config import HttpUpstream, StdioUpstream
-from gateway.sources.client_requests import RELAYED
-from gateway.sources.upstream_options import http_status
-
-if TYPE_CHECKING:
-    pass
 from gateway.protocol.errors import (
     MethodNotFound,
     UpstreamError,
@@ -49,6 +44,7 @@ from gateway.protocol.versions import (
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
 from gateway.sources import era_memory
 from gateway.sources.backoff import Backoff
+from gateway.sources.client_requests import RELAYED
 from gateway.sources.eras import (
     DiedOnProbe,
     EraNegotiation,
@@ -61,6 +57,7 @@ from gateway.sources.upstream_options import (
     _http_options,
     _upstream_token,
     _without_credentials,
+    http_status,
 )
 from gateway.transports.base import MessageStream
 from gateway.transports.stdio import ChildSpec, open_child
@@ -77,11 +74,9 @@ _TRANSITIONS: dict[State, frozenset[State]] = {
 
 
 STDERR_TAIL_LINES = 5
-HEALTH_CHECK_S = 5.0
 REMOTE_RETRY_MAX_S = 5.0
 """A remote upstream that is down is tried again at least this often, whatever ``restart_max_s`` says:
 back within seconds of the server listening again."""
-"""How often a remote upstream is asked whether it is still there."""
 
 
 def _closed_reason(stream: MessageStream | None) -> str | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
 
 import structlog
 import structlog.contextvars
@@ -12,9 +11,6 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from gateway.cluster.replicas import NoCluster
-
-if TYPE_CHECKING:
-    pass
 from gateway.frontend.http.messages import (
     plain,
     read_body,

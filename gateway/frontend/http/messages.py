@@ -6,7 +6,7 @@ client went away. HTTP only: nothing here knows about sessions or prompts.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import structlog
@@ -24,9 +24,6 @@ from gateway.protocol.jsonrpc import (
     to_wire,
 )
 from gateway.protocol.modern import HTTP_STATUS_FOR_CODE
-
-if TYPE_CHECKING:
-    pass
 
 log = structlog.get_logger("gateway.http")
 

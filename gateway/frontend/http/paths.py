@@ -9,7 +9,7 @@ import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import structlog
@@ -19,9 +19,6 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from gateway.config import ServerSettings
-
-if TYPE_CHECKING:
-    pass
 from gateway.frontend.http.guard import Guard
 from gateway.frontend.http.messages import (
     REQUEST_CANCELLED,

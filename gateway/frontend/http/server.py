@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import anyio
 import structlog
@@ -30,11 +29,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.cluster.replicas import NoCluster, RedisCluster
-from gateway.config import ServerSettings
-
-if TYPE_CHECKING:
-    pass
 from gateway.cluster.session_ids import SessionIds
+from gateway.config import ServerSettings
 from gateway.frontend.http.guard import Guard
 from gateway.frontend.http.legacy_sse import LegacySsePath
 from gateway.frontend.http.messages import (

@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import anyio
 import structlog
@@ -23,6 +23,7 @@ from starlette.responses import Response
 from gateway.cluster.replicas import NoCluster, RedisCluster, session_key
 from gateway.cluster.session_ids import Negotiated, SealedState, SessionIds
 from gateway.config import ServerSettings
+from gateway.frontend.http.messages import plain
 from gateway.identity.fair_share import FairShare
 from gateway.identity.principal import Identity, key_of
 from gateway.protocol.errors import ClientError
@@ -38,10 +39,6 @@ from gateway.protocol.jsonrpc import (
 from gateway.protocol.jsonrpc import Response as RpcResponse
 from gateway.rpc import InboundRequests, Notify, PeerClosed, RemoteError, RequestTimeout
 from gateway.transports.sse import EventLog
-
-if TYPE_CHECKING:
-    pass
-from gateway.frontend.http.messages import plain
 
 log = structlog.get_logger("gateway.http")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import structlog
@@ -15,8 +15,6 @@ import structlog.contextvars
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
-if TYPE_CHECKING:
-    pass
 from gateway.frontend.http.messages import (
     DisconnectWatch,
     accepts,
