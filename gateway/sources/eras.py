@@ -34,6 +34,9 @@ from gateway.sources.client_requests import ADVERTISED_TO_UPSTREAMS
 from gateway.sources.upstream_options import CLIENT_INFO, http_status
 from gateway.transports.base import MessageStream
 
+PING_GRACE_S = 0.25
+"""How long the probe is still waited for once the ping behind it has answered: a server that speaks both
+eras and answers concurrently may answer the ping first, and timing must not choose its era."""
 PROBE_PATIENCE_S = 10.0
 """How long the ``server/discover`` probe is waited for alone before the handshake is tried beside it (a
 server that ignores requests before ``initialize`` never answers: the spec's legacy server). The probe
@@ -166,6 +169,9 @@ class EraNegotiation:
             self._connection_tasks.start_soon(self._ping_beside_probe, peer, pinged)  # left to end by itself
         with anyio.move_on_after(min(PROBE_PATIENCE_S, self.settings.timeout_s)):
             await _first_of(probe.settled, pinged)
+        if pinged.is_set() and not probe.settled.is_set():  # a server answering both may answer the ping first
+            with anyio.move_on_after(PING_GRACE_S):
+                await probe.settled.wait()
         if probe.settled.is_set():
             discovered = probe.result()
             if discovered is not None:
