@@ -617,22 +617,28 @@ async def listing_pages_shared_or_not(quick: bool) -> dict[str, Any]:
     return {"full_listing_from_upstream_ms": upstream_ms, "same_pages_from_redis_ms": redis_ms}
 
 
+def haproxy_config(url: str, config: Path, *, checked: bool) -> tuple[int, Path]:
+    """deploy/haproxy.cfg written to ``config`` with ``url``'s server as its one backend, on a free port:
+    health-checked on /readyz (a gateway replica), or not at all (a plain relay to any server)."""
+    port = free_port()
+    backend = url.split("//", 1)[1].split("/", 1)[0]
+    text = (ROOT / "deploy" / "haproxy.cfg").read_text().replace("bind :8080", f"bind 127.0.0.1:{port}")
+    if not checked:
+        text = text.replace("    option httpchk GET /readyz\n", "").replace("    http-check expect status 200\n", "")
+    server = f"    server {'gateway1' if checked else 'upstream'} {backend}{' check' if checked else ''}\n"
+    config.write_text(
+        text.replace("    server-template gateway 3 gateway:8080 check resolvers dns init-addr none\n", server)
+    )
+    return port, config
+
+
 @asynccontextmanager
 async def haproxy_in_front(binary: str | None, url: str, directory: Path) -> AsyncIterator[str | None]:
     """deploy/haproxy.cfg with ``url``'s replica as its one server; None (nothing started) without haproxy."""
     if binary is None:
         yield None
         return
-    port = free_port()
-    backend = url.split("//", 1)[1].split("/", 1)[0]
-    template = (ROOT / "deploy" / "haproxy.cfg").read_text()
-    config = directory / "haproxy.cfg"
-    config.write_text(
-        template.replace("bind :8080", f"bind 127.0.0.1:{port}").replace(
-            "    server-template gateway 3 gateway:8080 check resolvers dns init-addr none\n",
-            f"    server gateway1 {backend} check\n",
-        )
-    )
+    port, config = haproxy_config(url, directory / "haproxy.cfg", checked=True)
     async with spawn([binary, "-db", "-f", str(config)]), httpx.AsyncClient() as http:
         with anyio.fail_after(60):  # until its health check has found the replica up
             while True:
@@ -652,19 +658,7 @@ async def haproxy_relay(binary: str | None, url: str, directory: Path) -> AsyncI
     if binary is None:
         yield None
         return
-    port = free_port()
-    backend = url.split("//", 1)[1].split("/", 1)[0]
-    template = (ROOT / "deploy" / "haproxy.cfg").read_text()
-    config = directory / "relay.cfg"
-    config.write_text(
-        template.replace("bind :8080", f"bind 127.0.0.1:{port}")
-        .replace("    option httpchk GET /readyz\n", "")
-        .replace("    http-check expect status 200\n", "")
-        .replace(
-            "    server-template gateway 3 gateway:8080 check resolvers dns init-addr none\n",
-            f"    server upstream {backend}\n",
-        )
-    )
+    port, config = haproxy_config(url, directory / "relay.cfg", checked=False)
     async with spawn([binary, "-db", "-f", str(config)]) as relay:
         with anyio.fail_after(30):
             while True:  # until it accepts connections
