@@ -21,6 +21,7 @@ import structlog
 
 from gateway.config import AuditSettings
 from gateway.identity.principal import Identity
+from gateway.observability.logs import json_text
 
 log = structlog.get_logger("gateway.audit")
 
@@ -108,7 +109,7 @@ class AuditTrail:
             log.info("audit", **event)
             return
         line = {"event": "audit", "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **event}
-        self._file.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+        self._file.write(json_text(line) + "\n")
         self._file.flush()
 
     @contextmanager

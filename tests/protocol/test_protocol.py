@@ -139,3 +139,28 @@ def test_dumps_never_raises_and_always_writes_strict_utf8_json(text: str, number
     data = dumps({"t": text, "n": number, "k": {text: [number]}})
     decoded = json.loads(data.decode("utf-8"), parse_constant=lambda c: pytest.fail(f"{c} written"))
     assert decoded["t"] == text
+
+
+finite_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=2**63, max_value=2**90) | st.text(max_size=20)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)  # fmt: skip
+
+
+@given(finite_json)
+def test_frames_read_and_written_as_the_standard_library_reads_them(value: object) -> None:
+    """orjson does the work where it can and the standard library where it refuses (an integer past 64
+    bits): a relayed value is the one that came in, whichever of them read and wrote it."""
+    frame = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"v": value}}).encode()
+    request = decode(frame)
+    assert isinstance(request, Request)
+    assert request.params == {"v": value}
+    assert json.loads(dumps(request.params)) == {"v": value}
+
+
+def test_an_integer_past_64_bits_is_relayed_as_sent() -> None:
+    request = decode(b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"n":123456789012345678901234567890}}')
+    assert isinstance(request, Request)
+    assert dumps(request.params) == b'{"n":123456789012345678901234567890}'

@@ -1,0 +1,70 @@
+"""The JSON log output: lines batched into one write, never lost at exit, never failing to render."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+
+from gateway.observability.logs import BatchedLogger, json_line
+
+
+class CountingFile(io.BytesIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+        self.flushed = asyncio.Event()
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self.writes += 1
+        return super().write(data)
+
+    def flush(self) -> None:
+        super().flush()
+        self.flushed.set()
+
+
+def test_lines_logged_together_are_written_in_one_write() -> None:
+    async def logging_under_load() -> CountingFile:
+        file = CountingFile()
+        output = BatchedLogger(file)
+        for n in range(5):
+            output.msg(json_line({"event": "audit", "n": n}))
+        assert file.writes == 0  # not yet: they wait for the flush
+        await asyncio.wait_for(file.flushed.wait(), 5)
+        return file
+
+    file = asyncio.run(logging_under_load())
+    assert file.writes == 1
+    assert [json.loads(line)["n"] for line in file.getvalue().splitlines()] == [0, 1, 2, 3, 4]
+
+
+def test_outside_an_event_loop_a_line_is_written_at_once_after_what_was_pending() -> None:
+    file = CountingFile()
+    output = BatchedLogger(file)
+
+    async def log_one() -> None:
+        output.msg(b'{"n":1}')
+
+    asyncio.run(log_one())  # the loop ends before its flush was due
+    output.msg(b'{"n":2}')
+    assert file.getvalue() == b'{"n":1}\n{"n":2}\n'
+
+
+def test_what_is_pending_is_written_when_asked_at_exit() -> None:
+    file = CountingFile()
+    output = BatchedLogger(file)
+
+    async def log_and_stop() -> None:
+        output.msg(b'{"n":1}')
+
+    asyncio.run(log_and_stop())
+    output.flush()  # what atexit calls
+    assert file.getvalue() == b'{"n":1}\n'
+
+
+def test_a_value_orjson_refuses_is_still_a_json_line() -> None:
+    line = json_line({"event": "x", "big": 2**70, "odd": "\ud800", 3: "non-string key"})
+    decoded = json.loads(line)
+    assert decoded["big"] == 2**70
+    assert decoded["odd"] == "\ud800"
