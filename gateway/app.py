@@ -8,6 +8,7 @@ keeps every client session connected and tells them all that the list changed.
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,13 +24,15 @@ from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Rules, Viewer
 from gateway.cluster.replicas import NoCluster, RedisCluster
-from gateway.config import Config, FilesUpstream, HttpUpstream, StdioUpstream
+from gateway.config import Config, FilesUpstream, HttpUpstream, StdioUpstream, TelemetrySettings
 from gateway.frontend.debounce import ListChangedDebouncer
 from gateway.frontend.service import Hub, PromptService
 from gateway.identity.audit import AuditTrail
 from gateway.identity.principal import Identity
 from gateway.identity.views import ClaimViews
+from gateway.observability import tracing
 from gateway.observability.metrics import Metrics
+from gateway.protocol.errors import ConfigError
 from gateway.sources.backoff import Backoff
 from gateway.sources.client_requests import ClientRequestRelay
 from gateway.sources.progress import ProgressRelay
@@ -275,6 +278,7 @@ async def run_gateway(config: Config, *, settle: bool = False) -> AsyncIterator[
     """The running gateway; ``settle``: only once every upstream has connected or failed once. On Linux
     it is its upstreams' subreaper: what escapes an upstream's process group is its to reap and end."""
     subreaper = orphans.become_subreaper()
+    telemetry = start_telemetry(config.telemetry)
     try:
         async with anyio.create_task_group() as tg:
             gateway = Gateway(config, tg)
@@ -289,9 +293,30 @@ async def run_gateway(config: Config, *, settle: bool = False) -> AsyncIterator[
                 tg.cancel_scope.cancel()
                 gateway.audit.close()
     finally:
-        if subreaper:  # every upstream has stopped: what they left behind goes with them
-            with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
+            if subreaper:  # every upstream has stopped: what they left behind goes with them
                 await orphans.end_adopted(ORPHAN_GRACE_S)
+            if telemetry is not None:  # what is buffered is exported (the exporter bounds its wait)
+                tracing.install(tracing.NoTracing())
+                await anyio.to_thread.run_sync(telemetry.shutdown)
+
+
+def start_telemetry(settings: TelemetrySettings) -> tracing.Tracing | None:
+    """The SDK's tracing installed, where ``[telemetry]`` enables it (and ``OTEL_SDK_DISABLED``, the
+    standard switch, does not say otherwise); the SDK is imported only then."""
+    if not settings.enabled or os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    try:
+        from gateway.observability.otel import OpenTelemetryTracing
+    except ImportError as exc:
+        raise ConfigError(
+            f"[telemetry] is enabled but the OpenTelemetry SDK is not installed ({exc.name}): "
+            "pip install 'mcp-prompt-gateway[telemetry]'"
+        ) from exc
+    implementation = OpenTelemetryTracing(settings)
+    tracing.install(implementation)
+    log.info("telemetry_started", sample_ratio=settings.sample_ratio, metrics=settings.metrics)
+    return implementation
 
 
 ORPHAN_REAP_S = 10.0

@@ -203,11 +203,21 @@ class RpcPeer:
 
     # ---- outgoing ------------------------------------------------------------------------------
 
-    async def request(self, method: str, params: dict[str, Any] | None, *, timeout: float | None) -> dict[str, Any]:
-        """Send a request and wait for its result; RemoteError, PeerClosed or RequestTimeout otherwise."""
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        timeout: float | None,
+        on_sent: Callable[[RequestId], None] | None = None,
+    ) -> dict[str, Any]:
+        """Send a request and wait for its result; RemoteError, PeerClosed or RequestTimeout otherwise.
+        ``on_sent`` is told the id it goes out with (its trace span records it)."""
         if self._closed:
             raise PeerClosed
         request_id = next(self._ids)
+        if on_sent is not None:
+            on_sent(request_id)
         pending = _Pending()
         self._pending[request_id] = pending
         deadline = math.inf if timeout is None else anyio.current_time() + timeout

@@ -21,6 +21,7 @@ from gateway.frontend.http.server import HttpFrontend
 from gateway.frontend.http.sessions import Ask, Push
 from gateway.frontend.session import ClientSession
 from gateway.identity.principal import LOCAL, Identity
+from gateway.observability.tracing import RECEIVED_OVER, STDIO
 from gateway.protocol.errors import ConfigError, GatewayError
 from gateway.protocol.jsonrpc import Notification, Request, encode
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
@@ -39,6 +40,7 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
 
     session = ClientSession(gateway.service, on_list_changed=list_changed, who=LOCAL)
     peer: RpcPeer | None = None
+    RECEIVED_OVER.set(STDIO)  # the requests' tasks, started below, inherit it
 
     async def ask_client(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         assert peer is not None  # noqa: S101 - set before any request is read
@@ -121,7 +123,7 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
             gateway.service,
             on_list_changed=lambda: announce(push),
             viewer=gateway.viewer_for(principal),
-            session_id=session_id[:8],
+            session_id=session_id,
             on_close=lambda: gateway.hub.discard(session),
             who=principal,
         )

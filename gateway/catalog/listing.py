@@ -20,6 +20,7 @@ from gateway.catalog.mounts import (
     _Freshness,
 )
 from gateway.catalog.policy import Viewer
+from gateway.observability.tracing import tracing
 from gateway.protocol.errors import (
     GatewayError,
     UpstreamError,
@@ -86,10 +87,12 @@ class Listing(CatalogState):
             except UpstreamError as exc:
                 pages[i] = exc
 
-        async with anyio.create_task_group() as tg:
-            for i, at in enumerate(position.upstreams):
-                if at is not None:
-                    tg.start_soon(fetch, i, at)
+        asked = sum(at is not None for at in position.upstreams)
+        with tracing().step("prompts/list fan-out", **{"prompt_gateway.upstreams": asked}):
+            async with anyio.create_task_group() as tg:
+                for i, at in enumerate(position.upstreams):
+                    if at is not None:
+                        tg.start_soon(fetch, i, at)
 
         room = self._page_size - len(out) if self._page_size is not None else math.inf
         upstreams = list(position.upstreams)

@@ -31,6 +31,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+from gateway.config.observability import TelemetrySettings
 from gateway.config.sections import (
     _SECRET_PATH,
     _VARIABLE,
@@ -81,6 +82,7 @@ __all__ = [
     "PromptOverride",
     "ServerSettings",
     "StdioUpstream",
+    "TelemetrySettings",
     "TokenSettings",
     "Upstream",
     "UpstreamOAuth",
@@ -107,6 +109,7 @@ class Config(_Section):
     gateway: GatewaySettings = GatewaySettings()
     server: ServerSettings = ServerSettings()
     cluster: ClusterSettings = ClusterSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     upstreams: tuple[Upstream, ...] = ()
     policy: PolicyRules = PolicyRules()
 

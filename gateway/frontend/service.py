@@ -31,11 +31,13 @@ from gateway.catalog.policy import Viewer
 from gateway.identity.audit import AUDITED, AuditTrail, prompt_of
 from gateway.identity.principal import Identity
 from gateway.observability.metrics import Metrics
+from gateway.observability.tracing import tracing
 from gateway.protocol.eras import for_client
 from gateway.protocol.errors import GatewayError, InvalidParams, MethodNotFound
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.models import CompleteParams, GetPromptParams, parse_params
 from gateway.protocol.modern import (
+    PROTOCOL_VERSION_KEY,
     SUBSCRIPTION_ID_KEY,
     check_version,
     read_envelope,
@@ -182,6 +184,12 @@ class PromptService:
         self, request: Request, notify: Notify, *, viewer: Viewer | None, who: Identity | None = None
     ) -> dict[str, Any]:
         """A stateless (2026-07-28) request: its envelope says everything, no session is consulted."""
+        with tracing().server(request, mcp_version=_stated_version(request.params), session_id=None):
+            return await self._modern(request, notify, viewer=viewer, who=who)
+
+    async def _modern(
+        self, request: Request, notify: Notify, *, viewer: Viewer | None, who: Identity | None
+    ) -> dict[str, Any]:
         envelope = read_envelope(request.params)
         check_version(envelope)
         method = request.method
@@ -331,3 +339,10 @@ class PromptService:
         if self._metrics is None or method == "subscriptions/listen":  # a listen's duration is no latency
             return nullcontext()
         return self._metrics.observe(method if method in KNOWN_METHODS else "other")
+
+
+def _stated_version(params: dict[str, Any] | None) -> str | None:
+    """The revision a 2026-07-28 request's envelope states, valid or not (its span records it)."""
+    meta = (params or {}).get("_meta")
+    version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
+    return version[:32] if isinstance(version, str) else None

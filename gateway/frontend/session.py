@@ -5,6 +5,7 @@ service; a 2026-07-28 request on it is passed to the service's stateless path.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from gateway.catalog.policy import Viewer
 from gateway.cluster.session_ids import Negotiated, SealedState
 from gateway.frontend.service import _ALLOWED, SERVER_INFO, PromptService, SessionState
 from gateway.identity.principal import Identity
+from gateway.observability.tracing import RECEIVED_OVER, tracing
 from gateway.protocol.eras import for_client
 from gateway.protocol.errors import InvalidRequest, MethodNotFound
 from gateway.protocol.jsonrpc import Notification, Request
@@ -49,13 +51,18 @@ class ClientSession:
         self._ask: Ask | None = None
         self._on_list_changed = on_list_changed
         self._on_close = on_close
-        self.log = structlog.get_logger("gateway.session").bind(session=session_id)
+        self._session_id = session_id
+        self._began = time.monotonic()
+        self._arrival = RECEIVED_OVER.get()
+        self.log = structlog.get_logger("gateway.session").bind(session=session_id[:8] if session_id else None)
 
     async def handle_request(self, request: Request, notify: Notify) -> dict[str, Any]:
         with self._service.observe(request.method):
             if request.method != "initialize" and carries_envelope(request.params):
                 return await self._service.modern(request, notify, viewer=self.viewer, who=self._who)
-            return await self._handle_legacy(request, notify)
+            version = self.protocol_version or _asked_version(request)
+            with tracing().server(request, mcp_version=version, session_id=self._session_id):
+                return await self._handle_legacy(request, notify)
 
     async def _handle_legacy(self, request: Request, notify: Notify) -> dict[str, Any]:
         method = request.method
@@ -132,6 +139,16 @@ class ClientSession:
 
     def close(self) -> None:
         if self.state != "closed":
+            if self.protocol_version is not None:  # a session that began (not a refused initialize)
+                duration = time.monotonic() - self._began
+                tracing().session_ended(duration, mcp_version=self.protocol_version, arrival=self._arrival)
             self.state = "closed"
             if self._on_close is not None:
                 self._on_close()
+
+
+def _asked_version(request: Request) -> str | None:
+    """The revision an ``initialize`` will settle on (what its span records, before it is served)."""
+    if request.method != "initialize":
+        return None
+    return negotiate((request.params or {}).get("protocolVersion"))

@@ -28,6 +28,7 @@ import jwt
 import structlog
 
 from gateway.config import AuthSettings, IssuerSettings
+from gateway.observability.tracing import tracing
 from gateway.transports.http_options import HTTP_ERRORS, HttpOptions, describe, upstream_session
 
 log = structlog.get_logger("gateway.auth")
@@ -222,7 +223,8 @@ class AccessTokenValidator:
                 self._accepted.move_to_end(token)
                 return access
             del self._accepted[token]  # expired, or its issuer's keys changed since: check it afresh
-        access = await self._validate(token)
+        with tracing().step("check access token"):
+            access = await self._validate(token)
         exp = access.claims.get("exp")
         expires_at = float(exp) if isinstance(exp, (int, float)) else time.time() + 60  # introspected, no exp
         expires_in = expires_at - time.time() + self._settings.leeway_s

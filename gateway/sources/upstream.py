@@ -27,6 +27,7 @@ import anyio
 import structlog
 
 from gateway.config import HttpUpstream, StdioUpstream
+from gateway.observability.tracing import ClientSpan, tracing
 from gateway.protocol.errors import (
     MethodNotFound,
     UpstreamError,
@@ -57,6 +58,7 @@ from gateway.sources.upstream_options import (
     _http_options,
     _upstream_token,
     _without_credentials,
+    destination_of,
     http_status,
 )
 from gateway.transports.base import MessageStream
@@ -109,6 +111,7 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
         on_client_request: Callable[[str, str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.settings = settings
+        self._destination = destination_of(settings)
         self._upstream_token = _upstream_token(settings)
         self.namespace = settings.namespace
         self._on_change = on_change
@@ -199,7 +202,17 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
                 self.namespace, f"is saturated ({self._max_in_flight} requests in flight)"
             ) from None
         try:
-            return await peer.request(method, self._for_server(params), timeout=self.settings.timeout_s)
+            with tracing().client(method, params, to=self._destination, mcp_version=self.protocol_version) as span:
+                return await self._exchange(peer, stream, method, span.inject(self._for_server(params)), span)
+        finally:
+            self._slots.release()
+
+    async def _exchange(
+        self, peer: RpcPeer, stream: Any, method: str, params: dict[str, Any] | None, span: ClientSpan
+    ) -> dict[str, Any]:
+        """One request on the connection, what went wrong said as the upstream's error."""
+        try:
+            return await peer.request(method, params, timeout=self.settings.timeout_s, on_sent=span.sent)
         except UnusableAnswer as exc:
             raise UpstreamProtocolError(
                 self.namespace, f"answered {method} with a value that cannot be relayed: {exc.problem}"
@@ -215,8 +228,6 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
         except RequestTimeout as exc:
             message = f"did not answer {method} within {self.settings.timeout_s}s"
             raise UpstreamTimeout(self.namespace, message) from exc
-        finally:
-            self._slots.release()
 
     def _for_server(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
         if self.modern:

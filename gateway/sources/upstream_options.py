@@ -1,5 +1,6 @@
 """What an upstream's settings become before anything is opened: its HTTP client options, the gateway's
-own token for it, the variables of its ``env_file``, and its URL as it may be logged.
+own token for it, the variables of its ``env_file``, its URL as it may be logged, and how its trace spans
+name it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from gateway import __version__
 from gateway.config import HttpUpstream, StdioUpstream
+from gateway.observability.tracing import Destination
 from gateway.rpc import RemoteError
 from gateway.transports.base import HTTP_STATUS_DATA_KEY
 
@@ -85,3 +87,14 @@ def _without_credentials(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def destination_of(settings: StdioUpstream | HttpUpstream) -> Destination:
+    """The upstream as its CLIENT spans name it: a pipe, or the host and port of its URL."""
+    if isinstance(settings, StdioUpstream):
+        return Destination(settings.namespace, "pipe")
+    parts = urlsplit(settings.url)
+    return Destination(settings.namespace, "tcp", parts.hostname, parts.port or _DEFAULT_PORTS.get(parts.scheme))
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -34,6 +34,7 @@ from httpx_sse import EventSource
 from yarl import URL
 
 from gateway.protocol.modern import request_headers
+from gateway.protocol.trace_context import trace_headers
 from gateway.protocol.versions import is_modern
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES, HTTP_STATUS_DATA_KEY
 from gateway.transports.client_credentials import TokenUnavailable, UpstreamToken
@@ -245,9 +246,14 @@ class StreamableHttpStream(_HttpStream):
         return answer
 
     def _request_headers(self, method: str | None, params: dict[str, Any] | None) -> dict[str, str]:
+        """A request's headers; the trace context its ``_meta`` carries goes as HTTP headers too, for
+        what traces the HTTP layer in front of the server (the server's MCP span takes ``_meta``'s)."""
         if not self.modern:
-            return self._headers(_ACCEPT_BOTH)
-        return {"Accept": _ACCEPT_BOTH, **request_headers(method or "", params, self.protocol_version or "")}
+            headers = self._headers(_ACCEPT_BOTH)
+        else:
+            headers = {"Accept": _ACCEPT_BOTH, **request_headers(method or "", params, self.protocol_version or "")}
+        headers.update(trace_headers(params))
+        return headers
 
     async def _exchange(self, frame: bytes, request_id: Any, headers: dict[str, str]) -> bytes | None:
         """One POST: the hot path of every upstream request. Returns the answer to hand up (a JSON body,

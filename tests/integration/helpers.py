@@ -69,6 +69,7 @@ def write_config(
     server: dict[str, Any] | None = None,
     tokens: list[dict[str, Any]] | None = None,
     cluster: dict[str, Any] | None = None,
+    telemetry: dict[str, Any] | None = None,
 ) -> Path:
     lines = ["[gateway]"] + [f"{k} = {_toml_value(v)}" for k, v in (gateway or {}).items()]
     lines += ["[server]"] + [f"{k} = {_toml_value(v)}" for k, v in (server or {"transport": "stdio"}).items()]
@@ -81,6 +82,9 @@ def write_config(
     if cluster:
         lines.append("[cluster]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in cluster.items()]
+    if telemetry:
+        lines.append("[telemetry]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in telemetry.items()]
     if policy:
         lines.append("[policy]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in policy.items()]
@@ -163,10 +167,13 @@ class RunningGateway:
 
 
 @asynccontextmanager
-async def running_gateway(config: Path, *extra: str) -> AsyncIterator[RunningGateway]:
-    """The gateway serving HTTP on an ephemeral port, its log events collected as they come."""
+async def running_gateway(
+    config: Path, *extra: str, env: dict[str, str] | None = None
+) -> AsyncIterator[RunningGateway]:
+    """The gateway serving HTTP on an ephemeral port, its log events collected as they come (``env``: in
+    its environment, besides this process's)."""
     command = [*gateway_command(config, "serve"), "--log-level", "info", *extra]
-    async with await anyio.open_process(command, cwd=ROOT) as process:
+    async with await anyio.open_process(command, cwd=ROOT, env={**os.environ, **(env or {})}) as process:
         assert process.stderr is not None
         lines = BufferedByteReceiveStream(process.stderr)
         running: RunningGateway | None = None

@@ -51,6 +51,7 @@ from gateway.identity.audit import RefusedRequest
 from gateway.identity.fair_share import FairShare, default_share
 from gateway.identity.principal import Identity, key_of
 from gateway.identity.protected_resource import metadata_document, metadata_paths
+from gateway.observability.tracing import RECEIVED_OVER, arrival_over_http, tracing
 from gateway.protocol.jsonrpc import (
     Batch,
     Notification,
@@ -132,6 +133,8 @@ class HttpFrontend(StatelessPath, LegacySsePath):
         routed = Starlette(routes=routes)
 
         async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http" and tracing().enabled:  # what the request's spans say of its transport
+                RECEIVED_OVER.set(arrival_over_http(scope))
             if scope["type"] == "http" and scope["path"] == s.path and scope["method"] in _MCP_METHODS:
                 try:
                     response = await self._mcp(HttpRequest(scope, receive, send))

@@ -26,6 +26,7 @@ import structlog
 import watchfiles
 
 from gateway.config import FilesUpstream
+from gateway.observability.tracing import tracing
 from gateway.protocol.errors import UpstreamRejected, UpstreamUnavailable
 from gateway.sources.files.common import valid_name
 from gateway.sources.files.prompts import (
@@ -302,7 +303,8 @@ class FilePromptSource:
             arguments = params.get("arguments") or {}
             values = {str(k): str(v) for k, v in arguments.items()}
             try:
-                messages = await _render_off_the_loop(prompt, values)
+                with tracing().step("render prompt file", **{"gen_ai.prompt.name": prompt.name}):
+                    messages = await _render_off_the_loop(prompt, values)
             except TimeoutError:
                 message = f"Invalid params: the template took longer than {RENDER_TIMEOUT_S:.0f} s to render"
                 raise UpstreamRejected(self.namespace, {"code": INVALID_PARAMS, "message": message}) from None

@@ -1,0 +1,281 @@
+"""Tracing by the OpenTelemetry SDK, exported over OTLP/HTTP: imported only when ``[telemetry] enabled``.
+
+Spans and metrics follow the OpenTelemetry semantic conventions for MCP: span names
+``{mcp.method.name} {target}``, SERVER spans parented by the context in ``params._meta`` (the HTTP
+request's ``traceparent`` is linked, or the parent when ``_meta`` carries none), CLIENT spans whose
+context goes out in the upstream request's ``_meta`` (and as HTTP headers), ``error.type`` and
+``rpc.response.status_code`` as the JSON-RPC error code, the duration histograms in seconds with the
+conventions' bucket boundaries. The exporter, sampler and resource read the standard ``OTEL_*``
+environment variables; what ``[telemetry]`` sets wins over them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import anyio
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from gateway.config import TelemetrySettings
+from gateway.observability.tracing import RECEIVED_OVER, Arrival, ClientSpan, Destination, session_label, target_of
+from gateway.protocol.errors import UpstreamRejected, UpstreamTimeout
+from gateway.protocol.jsonrpc import Request, RequestId
+from gateway.protocol.trace_context import carried, with_trace
+
+DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+"""The conventions' ``ExplicitBucketBoundaries`` for every MCP duration histogram."""
+SCOPE = "mcp-prompt-gateway"
+DEFAULT_SERVICE_NAME = "mcp-prompt-gateway"
+UPSTREAM_ATTRIBUTE = "prompt_gateway.upstream"
+"""The upstream a CLIENT span goes to, by its namespace (the gateway's own attribute)."""
+
+_PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
+
+
+def _resource(settings: TelemetrySettings) -> Resource:
+    resource = Resource.create({SERVICE_NAME: settings.service_name} if settings.service_name else {})
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+    return resource
+
+
+def _endpoint(settings: TelemetrySettings, signal: str) -> str | None:
+    """``[telemetry] endpoint`` is the OTLP/HTTP base URL, as ``OTEL_EXPORTER_OTLP_ENDPOINT`` is (the
+    exporters read that and the per-signal variables themselves when it is not set)."""
+    if settings.endpoint is None:
+        return None
+    return settings.endpoint.rstrip("/") + f"/v1/{signal}"
+
+
+def _error_type(exc: BaseException, *, answered_by_peer: bool) -> tuple[str, str | None, str]:
+    """(error.type, rpc.response.status_code, status description) of what a request ended with: the
+    JSON-RPC code of the error answer where there was one (the gateway's to its client; an upstream's
+    own, for a CLIENT span), else ``timeout``, ``cancelled`` or the error's class name."""
+    message = str(getattr(exc, "message", None) or exc or type(exc).__name__)[:512]
+    code = getattr(exc, "code", None)
+    if answered_by_peer:
+        code = code if isinstance(exc, UpstreamRejected) else None
+    if isinstance(code, int):
+        return str(code), str(code), message
+    if isinstance(exc, (TimeoutError, UpstreamTimeout)):
+        return "timeout", None, message
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return "cancelled", None, message
+    return type(exc).__qualname__, None, message
+
+
+def _arrival_attributes(arrival: Arrival | None) -> dict[str, str | int]:
+    if arrival is None:
+        return {}
+    attributes: dict[str, str | int] = {"network.transport": arrival.transport}
+    if arrival.protocol is not None:
+        attributes["network.protocol.name"] = arrival.protocol
+    if arrival.protocol_version is not None:
+        attributes["network.protocol.version"] = arrival.protocol_version
+    if arrival.address is not None:
+        attributes["client.address"] = arrival.address
+        if arrival.port is not None:
+            attributes["client.port"] = arrival.port
+    return attributes
+
+
+def _target_attributes(method: str, params: Mapping[str, Any] | None) -> tuple[str, dict[str, str]]:
+    prompt, tool = target_of(method, params)
+    attributes = {"mcp.method.name": method}
+    if prompt is not None:
+        attributes["gen_ai.prompt.name"] = prompt
+    if tool is not None:
+        attributes["gen_ai.tool.name"] = tool
+        attributes["gen_ai.operation.name"] = "execute_tool"
+    target = prompt or tool
+    return (f"{method} {target}" if target else method), attributes
+
+
+class _SentSpan:
+    def __init__(self, span: trace.Span) -> None:
+        self._span = span
+
+    def inject(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
+        carrier: dict[str, str] = {}
+        _PROPAGATOR.inject(carrier)  # the current context: this span, and the baggage that came in
+        return with_trace(params, carrier)
+
+    def sent(self, request_id: RequestId) -> None:
+        self._span.set_attribute("jsonrpc.request.id", str(request_id))
+
+
+class OpenTelemetryTracing:
+    enabled = True
+
+    def __init__(self, settings: TelemetrySettings) -> None:
+        resource = _resource(settings)
+        sampler = ParentBased(TraceIdRatioBased(settings.sample_ratio)) if settings.sample_ratio is not None else None
+        self._traces = TracerProvider(sampler=sampler, resource=resource, shutdown_on_exit=False)
+        self._traces.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=_endpoint(settings, "traces"))))
+        self._tracer = self._traces.get_tracer(SCOPE)
+        readers = []
+        if settings.metrics:
+            exporter = OTLPMetricExporter(endpoint=_endpoint(settings, "metrics"))
+            interval_ms = settings.metrics_interval_s * 1000
+            readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=interval_ms))
+        self._meters = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
+        meter = self._meters.get_meter(SCOPE)
+
+        def histogram(name: str, description: str) -> Any:
+            return meter.create_histogram(
+                name, unit="s", description=description, explicit_bucket_boundaries_advisory=DURATION_BUCKETS
+            )
+
+        self._server_duration = histogram(
+            "mcp.server.operation.duration",
+            "MCP request or notification duration as observed on the receiver from the time it was received "
+            "until the result or ack is sent.",
+        )
+        self._client_duration = histogram(
+            "mcp.client.operation.duration",
+            "The duration of the MCP request or notification as observed on the sender from the time it was "
+            "sent until the response or ack is received.",
+        )
+        self._session_duration = histogram(
+            "mcp.server.session.duration", "The duration of the MCP session as observed on the MCP server."
+        )
+
+    @contextmanager
+    def server(self, request: Request, *, mcp_version: str | None, session_id: str | None) -> Iterator[None]:
+        arrival = RECEIVED_OVER.get()
+        in_meta = carried(request.params)
+        over_http = dict(arrival.http_trace) if arrival is not None else {}
+        parent = _PROPAGATOR.extract(in_meta or over_http)
+        links = []
+        if in_meta and over_http:  # the transport's context, linked (the conventions: MCP's is the parent)
+            ambient = trace.get_current_span(_PROPAGATOR.extract(over_http)).get_span_context()
+            if ambient.is_valid:
+                links.append(Link(ambient))
+        name, named = _target_attributes(request.method, request.params)
+        attributes: dict[str, str | int] = dict(named)
+        metric: dict[str, str | int] = dict(named)
+        attributes["jsonrpc.request.id"] = str(request.id)
+        if mcp_version is not None:
+            attributes["mcp.protocol.version"] = metric["mcp.protocol.version"] = mcp_version
+        if session_id is not None:
+            attributes["mcp.session.id"] = session_label(session_id)
+        over = _arrival_attributes(arrival)
+        attributes.update(over)
+        metric.update({k: v for k, v in over.items() if k.startswith("network.")})
+        started = time.perf_counter()
+        incoming = otel_context.attach(parent)  # its baggage too: what the CLIENT spans pass on
+        try:
+            with self._tracer.start_as_current_span(
+                name,
+                kind=SpanKind.SERVER,
+                attributes=attributes,
+                links=links,
+                record_exception=False,
+                set_status_on_exception=False,
+            ) as span:
+                try:
+                    yield
+                except BaseException as exc:
+                    self._failed(span, exc, metric)
+                    # a name a client made up would make a series of its own: names kept for what succeeded
+                    metric.pop("gen_ai.prompt.name", None)
+                    metric.pop("gen_ai.tool.name", None)
+                    raise
+                finally:
+                    self._server_duration.record(time.perf_counter() - started, metric)
+        finally:
+            otel_context.detach(incoming)
+
+    @contextmanager
+    def client(
+        self, method: str, params: dict[str, Any] | None, *, to: Destination, mcp_version: str | None
+    ) -> Iterator[ClientSpan]:
+        name, attributes = _target_attributes(method, params)
+        metric: dict[str, str | int] = dict(attributes)
+        metric["network.transport"] = to.transport
+        if to.transport == "tcp":
+            metric["network.protocol.name"] = "http"
+        if to.address is not None:
+            metric["server.address"] = to.address
+            if to.port is not None:
+                metric["server.port"] = to.port
+        if mcp_version is not None:
+            metric["mcp.protocol.version"] = mcp_version
+        span_attributes = {**metric, UPSTREAM_ATTRIBUTE: to.namespace}
+        started = time.perf_counter()
+        with self._tracer.start_as_current_span(
+            name,
+            kind=SpanKind.CLIENT,
+            attributes=span_attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield _SentSpan(span)
+            except BaseException as exc:
+                self._failed(span, exc, metric, client=True)
+                raise
+            finally:
+                self._client_duration.record(time.perf_counter() - started, metric)
+
+    def step(self, name: str, **attributes: str | int) -> AbstractContextManager[None]:
+        return self._step(name, attributes)
+
+    @contextmanager
+    def _step(self, name: str, attributes: dict[str, str | int]) -> Iterator[None]:
+        """A step inside an MCP span is its child; one before any (a token check) the HTTP request's."""
+        parent = None
+        arrival = RECEIVED_OVER.get()
+        if not trace.get_current_span().get_span_context().is_valid and arrival is not None and arrival.http_trace:
+            parent = _PROPAGATOR.extract(dict(arrival.http_trace))
+        with self._tracer.start_as_current_span(
+            name,
+            context=parent,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield
+            except BaseException as exc:
+                self._failed(span, exc, None)
+                raise
+
+    def session_ended(self, duration_s: float, *, mcp_version: str | None, arrival: Arrival | None) -> None:
+        attributes = {k: v for k, v in _arrival_attributes(arrival).items() if k.startswith("network.")}
+        if mcp_version is not None:
+            attributes["mcp.protocol.version"] = mcp_version
+        self._session_duration.record(duration_s, attributes)
+
+    @staticmethod
+    def _failed(span: trace.Span, exc: BaseException, metric: dict[str, Any] | None, *, client: bool = False) -> None:
+        error_type, status_code, message = _error_type(exc, answered_by_peer=client)
+        span.set_attribute("error.type", error_type)
+        if status_code is not None:
+            span.set_attribute("rpc.response.status_code", status_code)
+        span.set_status(Status(StatusCode.ERROR, message))
+        if metric is not None:
+            metric["error.type"] = error_type
+            if status_code is not None:
+                metric["rpc.response.status_code"] = status_code
+
+    def shutdown(self) -> None:
+        self._traces.shutdown()
+        self._meters.shutdown()

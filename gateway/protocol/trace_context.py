@@ -1,0 +1,50 @@
+"""W3C trace context in MCP messages: ``traceparent``, ``tracestate`` and ``baggage`` in a request's
+``params._meta`` (the OpenTelemetry MCP conventions; the 2026-07-28 revision reserves these keys), and
+as HTTP headers of the same names towards an HTTP upstream.
+
+Sans-IO: what is read from a message and what is written into one. Values are taken only when they are
+strings of a bounded length without control characters, so a client cannot put a header line break or
+a megabyte into an upstream request through them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+TRACE_KEYS = ("traceparent", "tracestate", "baggage")
+MAX_VALUE_CHARS = {"traceparent": 55, "tracestate": 512, "baggage": 8192}
+"""A ``traceparent`` is 55 characters (version 00); W3C bounds ``tracestate`` at 32 members of 256
+characters, most vendors keep it short; ``baggage`` is bounded at 8192 bytes by its specification."""
+
+
+def _usable(key: str, value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_VALUE_CHARS[key] and value.isascii() and value.isprintable()
+
+
+def carried(params: Mapping[str, Any] | None) -> dict[str, str]:
+    """The trace context a request's ``params._meta`` carries (only usable values)."""
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return {}
+    return {key: meta[key] for key in TRACE_KEYS if _usable(key, meta.get(key))}
+
+
+def from_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The trace context of an HTTP request's headers (lower-case names, as ASGI gives them)."""
+    return {key: headers[key] for key in TRACE_KEYS if _usable(key, headers.get(key))}
+
+
+def with_trace(params: dict[str, Any] | None, context: Mapping[str, str]) -> dict[str, Any] | None:
+    """``params`` whose ``_meta`` carries ``context`` in place of the trace keys it had (what the
+    gateway's own client span propagates replaces what the client sent, which is that span's parent)."""
+    if not context:
+        return params
+    meta = params.get("_meta") if params is not None else None
+    kept = {k: v for k, v in meta.items() if k not in TRACE_KEYS} if isinstance(meta, Mapping) else {}
+    return {**(params or {}), "_meta": {**kept, **context}}
+
+
+def trace_headers(params: Mapping[str, Any] | None) -> dict[str, str]:
+    """The HTTP headers mirroring the trace context of an outgoing request's ``_meta``."""
+    return carried(params)

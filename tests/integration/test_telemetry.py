@@ -1,0 +1,249 @@
+"""Traces and metrics end to end, as the OpenTelemetry conventions for MCP have them: an SDK client sends
+``traceparent`` in ``_meta``, the gateway (a real process) serves it through an upstream that says what
+``_meta`` (and HTTP headers) it received, and a real OTLP endpoint decodes what the gateway exported.
+One trace, parents right from the client to the upstream, for stdio, Streamable HTTP sessions and
+2026-07-28 stateless requests."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp.types as t
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+
+from tests.integration.helpers import (
+    HTTP_HEADERS,
+    INITIALIZE,
+    ROOT,
+    http_upstream,
+    running_gateway,
+    sdk_upstream,
+    write_config,
+)
+from tests.integration.otlp import Collector, ReceivedSpan, otlp_collector
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN_ID = "00f067aa0ba902b7"
+CLIENT_CONTEXT: t.RequestParamsMeta = {  # what an instrumented MCP client puts in _meta
+    "traceparent": f"00-{TRACE_ID}-{CLIENT_SPAN_ID}-01",
+    "tracestate": "rojo=00f067aa0ba902b7",
+    "baggage": "team=prompts",
+}
+EXPORT_SOON = {"OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_METRIC_EXPORT_INTERVAL": "200"}
+DURATION_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300]
+
+# The conventions' attributes for MCP spans: required, and conditionally required where the condition holds
+REQUIRED = {"mcp.method.name"}
+FOR_A_PROMPT = {"gen_ai.prompt.name", "jsonrpc.request.id"}
+ON_ERROR = {"error.type", "rpc.response.status_code"}
+
+
+def telemetry(collector: Collector) -> dict[str, Any]:
+    return {"enabled": True, "endpoint": collector.url, "metrics_interval_s": 0.2, "service_name": "gw-under-test"}
+
+
+def upstreams(web_url: str) -> list[dict[str, Any]]:
+    return [
+        sdk_upstream("pipe", "meta_echo"),
+        {"namespace": "web", "transport": "streamable-http", "url": web_url, "timeout_s": 20},
+    ]
+
+
+def received(result: t.GetPromptResult) -> dict[str, Any]:
+    content = result.messages[0].content
+    assert isinstance(content, t.TextContent)
+    return json.loads(content.text)  # type: ignore[no-any-return]
+
+
+def traceparent_parts(value: str) -> tuple[str, str]:
+    version, trace_id, span_id, flags = value.split("-")
+    assert (version, flags) == ("00", "01")
+    return trace_id, span_id
+
+
+def check_conventions(span: ReceivedSpan, *, kind: str, method: str, prompt: str, transport: str) -> None:
+    assert span.kind_name == kind
+    assert span.name == f"{method} {prompt}"
+    assert span.attributes.keys() >= REQUIRED | FOR_A_PROMPT, span.attributes
+    assert span.attributes["mcp.method.name"] == method
+    assert span.attributes["gen_ai.prompt.name"] == prompt
+    assert span.attributes["network.transport"] == transport
+    assert not ON_ERROR & span.attributes.keys()  # set if and only if it failed
+    assert span.status_code == 0  # UNSET
+    assert span.service == "gw-under-test"
+    assert not any("token" in key or "argument" in key for key in span.attributes)
+
+
+async def follow_one_get(collector: Collector, result: t.GetPromptResult, *, front: str, local: str) -> ReceivedSpan:
+    """The SERVER span of the get and the CLIENT span to the upstream: one trace, each the parent of the
+    next, the upstream's ``_meta`` carrying the CLIENT span's context (and tracestate, baggage)."""
+    carried = received(result)
+    upstream_trace, upstream_parent = traceparent_parts(carried["meta"]["traceparent"])
+    assert upstream_trace == TRACE_ID
+    assert carried["meta"]["tracestate"] == CLIENT_CONTEXT["tracestate"]
+    assert carried["meta"]["baggage"] == CLIENT_CONTEXT["baggage"]
+
+    def both(c: Collector) -> tuple[ReceivedSpan, ReceivedSpan] | None:
+        server = next(
+            (
+                s
+                for s in c.spans
+                if s.kind_name == "SERVER"
+                and s.attributes.get("gen_ai.prompt.name") == front
+                and s.trace_id == TRACE_ID
+            ),
+            None,
+        )
+        client = next((s for s in c.spans if s.span_id == upstream_parent), None)
+        return (server, client) if server and client else None
+
+    server, client = await collector.wait_for(both)
+    assert server.parent_span_id == CLIENT_SPAN_ID
+    assert client.trace_id == TRACE_ID
+    assert client.parent_span_id == server.span_id
+    check_conventions(
+        client, kind="CLIENT", method="prompts/get", prompt=local, transport=client.attributes["network.transport"]
+    )
+    return server
+
+
+async def the_other_upstream(collector: Collector, client: Client, front: str) -> ReceivedSpan:
+    """The HTTP upstream: its CLIENT span names its address; the context goes as HTTP headers too."""
+    result = await client.get_prompt(front, meta=CLIENT_CONTEXT)
+    carried = received(result)
+    assert carried["headers"]["traceparent"] == carried["meta"]["traceparent"]
+    _, parent = traceparent_parts(carried["meta"]["traceparent"])
+    span = await collector.wait_for(lambda c: next((s for s in c.spans if s.span_id == parent), None))
+    assert span.attributes["network.transport"] == "tcp"
+    assert span.attributes["server.address"] == "127.0.0.1"
+    assert isinstance(span.attributes["server.port"], int)
+    assert span.attributes["prompt_gateway.upstream"] == "web"
+    return span
+
+
+async def a_failed_get(collector: Collector, client: Client) -> ReceivedSpan:
+    with pytest.raises(MCPError):
+        await client.get_prompt("pipe__missing", meta=CLIENT_CONTEXT)
+    span = await collector.wait_for(lambda c: c.span("prompts/get pipe__missing", "SERVER"))
+    assert span.attributes["error.type"] == "-32602"
+    assert span.attributes["rpc.response.status_code"] == "-32602"
+    assert span.status_code == 2  # ERROR
+    assert "pipe__missing" in span.status_message
+    return span
+
+
+async def the_metrics(collector: Collector) -> None:
+    for name in ("mcp.server.operation.duration", "mcp.client.operation.duration"):
+        metric = await collector.wait_for(lambda c, name=name: c.metrics.get(name))
+        assert metric.unit == "s"
+        point = metric.histogram.data_points[0]
+        assert list(point.explicit_bounds) == DURATION_BUCKETS
+        assert "mcp.method.name" in {a.key for a in point.attributes}
+
+
+async def test_a_trace_over_stdio_from_client_to_upstream(tmp_path: Path) -> None:
+    async with otlp_collector() as collector, http_upstream("meta_echo", "streamable-http") as web_url:
+        config = write_config(tmp_path / "g.toml", upstreams(web_url), telemetry=telemetry(collector))
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "gateway", "serve", "--config", str(config), "--log-level", "warning"],
+            cwd=str(ROOT),
+            env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), **EXPORT_SOON},
+        )
+        async with Client(params, mode="legacy", cache=None) as client:
+            result = await client.get_prompt("pipe__echo", meta=CLIENT_CONTEXT)
+            server = await follow_one_get(collector, result, front="pipe__echo", local="echo")
+            check_conventions(server, kind="SERVER", method="prompts/get", prompt="pipe__echo", transport="pipe")
+            assert server.attributes["mcp.protocol.version"] == client.protocol_version
+            assert "mcp.session.id" not in server.attributes  # stdio has no session id
+            await the_other_upstream(collector, client, "web__echo")
+            await a_failed_get(collector, client)
+        await the_metrics(collector)
+
+
+async def test_a_trace_over_streamable_http_sessions_links_the_http_context(tmp_path: Path) -> None:
+    async with otlp_collector() as collector, http_upstream("meta_echo", "streamable-http") as web_url:
+        server_settings = {"transport": "http", "port": 0}
+        config = write_config(
+            tmp_path / "g.toml", upstreams(web_url), server=server_settings, telemetry=telemetry(collector)
+        )
+        async with running_gateway(config, env=EXPORT_SOON) as gateway:
+            async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+                result = await client.get_prompt("pipe__echo", meta=CLIENT_CONTEXT)
+                server = await follow_one_get(collector, result, front="pipe__echo", local="echo")
+                check_conventions(server, kind="SERVER", method="prompts/get", prompt="pipe__echo", transport="tcp")
+                assert server.attributes["network.protocol.name"] == "http"
+                assert server.attributes["client.address"] == "127.0.0.1"
+                assert len(server.attributes["mcp.session.id"]) == 32  # a digest of the id, never the id
+                await the_other_upstream(collector, client, "web__echo")
+                await a_failed_get(collector, client)
+
+            # the HTTP request's own traceparent: the parent when _meta has none, linked when it has
+            http_trace, http_span = "a" * 32, "b" * 16
+            headers = {**HTTP_HEADERS, "traceparent": f"00-{http_trace}-{http_span}-01"}
+            async with httpx.AsyncClient(base_url=gateway.url) as http:
+                opened = await http.post("/mcp", json=INITIALIZE, headers=headers)
+                session = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+                await http.post(
+                    "/mcp",
+                    json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    headers={**headers, **session},
+                )
+                get = {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "prompts/get",
+                    "params": {"name": "pipe__echo", "_meta": dict(CLIENT_CONTEXT)},
+                }
+                await http.post("/mcp", json=get, headers={**headers, **session})
+            initialize = await collector.wait_for(
+                lambda c: next((s for s in c.spans if s.name == "initialize" and s.trace_id == http_trace), None)
+            )
+            assert initialize.parent_span_id == http_span
+            linked = await collector.wait_for(
+                lambda c: next(
+                    (s for s in c.spans if s.kind_name == "SERVER" and (http_trace, http_span) in s.links), None
+                )
+            )
+            assert linked.trace_id == TRACE_ID
+            assert linked.parent_span_id == CLIENT_SPAN_ID
+        await the_metrics(collector)
+        session_metric = await collector.wait_for(lambda c: c.metrics.get("mcp.server.session.duration"))
+        assert list(session_metric.histogram.data_points[0].explicit_bounds) == DURATION_BUCKETS
+
+
+async def test_a_trace_of_stateless_2026_07_28_requests_has_no_session(tmp_path: Path) -> None:
+    async with otlp_collector() as collector, http_upstream("meta_echo", "streamable-http") as web_url:
+        config = write_config(
+            tmp_path / "g.toml",
+            upstreams(web_url),
+            server={"transport": "http", "port": 0},
+            telemetry=telemetry(collector),
+        )
+        async with (
+            running_gateway(config, env=EXPORT_SOON) as gateway,
+            Client(f"{gateway.url}/mcp", cache=None) as client,
+        ):
+            assert client.protocol_version == "2026-07-28"
+            result = await client.get_prompt("pipe__echo", meta=CLIENT_CONTEXT)
+            server = await follow_one_get(collector, result, front="pipe__echo", local="echo")
+            check_conventions(server, kind="SERVER", method="prompts/get", prompt="pipe__echo", transport="tcp")
+            assert server.attributes["mcp.protocol.version"] == "2026-07-28"
+            assert "mcp.session.id" not in server.attributes  # 2026-07-28 has no sessions
+            await the_other_upstream(collector, client, "web__echo")
+            await a_failed_get(collector, client)
+            await client.list_prompts()
+            fan_out = await collector.wait_for(lambda c: c.span("prompts/list fan-out", "INTERNAL"))
+            listing = next(s for s in collector.spans if s.name == "prompts/list" and s.kind_name == "SERVER")
+            assert fan_out.parent_span_id == listing.span_id
+            assert fan_out.attributes["prompt_gateway.upstreams"] == 2
+        await the_metrics(collector)
+        assert "mcp.server.session.duration" not in collector.metrics
