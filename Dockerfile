@@ -4,7 +4,7 @@ FROM python:3.12-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[telemetry]'
 
 # Runtime stage: the wheels installed, nothing else; runs as an unprivileged user.
 FROM python:3.12-slim

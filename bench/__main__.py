@@ -516,7 +516,90 @@ async def bench_auth(quick: bool, use_wrk: bool) -> dict[str, Any]:
     }
 
 
-# ---- 6. scale-out: sealed session ids, and a replica behind HAProxy -----------------------------------
+# ---- 6. telemetry: every request traced, beside tracing off ---------------------------------------------
+
+
+@asynccontextmanager
+async def otlp_sink() -> AsyncIterator[str]:
+    """Somewhere for the traced gateway to export to: an OTLP/HTTP endpoint that takes every export and
+    answers success (a collector's cost is not the gateway's)."""
+    from aiohttp import web
+
+    async def accept(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(content_type="application/x-protobuf")
+
+    app = web.Application()
+    app.router.add_post("/v1/traces", accept)
+    app.router.add_post("/v1/metrics", accept)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
+    """Gateway CPU per ``prompts/get`` over HTTP at 16 in flight with ``[telemetry]`` on, every request
+    sampled (a SERVER and a CLIENT span each, the duration histograms, OTLP export), beside off, same run,
+    both eras; and with one trace in ten sampled (2026-07-28)."""
+    seconds = 1 if quick else 8
+    with tempfile.TemporaryDirectory() as tmp:
+        async with otlp_sink() as sink, spawn([*UPSTREAM], {"SERVE": "http"}) as upstream:
+            url = f"http://127.0.0.1:{int(await first_line(upstream))}/mcp"
+
+            def config(name: str, protocol: str, *, sampled: float | None) -> Path:
+                remote = {"transport": "streamable-http", "url": url, "protocol": protocol}
+                path = gateway_config(Path(tmp) / name, {"up": remote}, http=True)
+                if sampled is not None:
+                    settings = [
+                        "[telemetry]",
+                        "enabled = true",
+                        f"endpoint = {toml(sink)}",
+                        f"sample_ratio = {sampled}",
+                    ]
+                    path.write_text(path.read_text() + "\n".join(settings) + "\n")
+                return path
+
+            async with (
+                http_gateway(config("off.toml", "legacy", sampled=None)) as (off_url, off),
+                http_gateway(config("on.toml", "legacy", sampled=1.0)) as (on_url, on),
+                http_gateway(config("off26.toml", "modern", sampled=None)) as (off26_url, off26),
+                http_gateway(config("on26.toml", "modern", sampled=1.0)) as (on26_url, on26),
+                http_gateway(config("tenth26.toml", "modern", sampled=0.1)) as (tenth26_url, tenth26),
+            ):
+                targets = {
+                    "off": (off_url, off, False),
+                    "traced": (on_url, on, False),
+                    "off-26": (off26_url, off26, True),
+                    "traced-26": (on26_url, on26, True),
+                    "sampled-10%-26": (tenth26_url, tenth26, True),
+                }
+                measures = {
+                    name: partial(
+                        load_http, target_url, "up__p00001", modern=modern, use_wrk=use_wrk, concurrency=16,
+                        total=500 if quick else 4000, budget_s=seconds,
+                        cpu_of={"upstream": upstream.pid, "middle": process.pid},
+                    )
+                    for name, (target_url, process, modern) in targets.items()
+                }  # fmt: skip
+                measured = await in_rounds(measures, 1 if quick else ROUNDS)
+
+    def cpu(name: str) -> float:
+        return float(measured[name]["cpu_us_per_request"]["middle"])
+
+    return {
+        "rows": [{"telemetry": name, **row} for name, row in measured.items()],
+        "traced_vs_off_gateway_cpu_at_16": cpu("traced") / cpu("off"),
+        "traced_vs_off_gateway_cpu_at_16_2026": cpu("traced-26") / cpu("off-26"),
+        "sampled_10pct_vs_off_gateway_cpu_at_16_2026": cpu("sampled-10%-26") / cpu("off-26"),
+    }
+
+
+# ---- 7. scale-out: sealed session ids, and a replica behind HAProxy -----------------------------------
 
 
 async def bench_cluster(quick: bool, use_wrk: bool) -> dict[str, Any]:
@@ -787,7 +870,7 @@ def print_report(results: dict[str, Any]) -> None:
             f"{row['transport']:9} {row['target']:10} {row['concurrency']:>4} {row['p50_ms']:>8.2f} "
             f"{row['p99_ms']:>8.2f} {row['rps']:>9.0f} {row.get('failed', 0):>6} {upstream_cpu} {middle_cpu}"
         )
-    for section in ("ratios", "listing", "sessions", "startup", "auth", "cluster"):
+    for section in ("ratios", "listing", "sessions", "startup", "auth", "telemetry", "cluster"):
         if section not in results:
             continue
         print(f"\n{section}:")
@@ -802,7 +885,7 @@ def print_report(results: dict[str, Any]) -> None:
                     print(f"  {key:45} {item:.3f}" if isinstance(item, float) else f"  {key:45} {item}")
 
 
-SECTIONS = ("gets", "listing", "sessions", "startup", "auth", "cluster")
+SECTIONS = ("gets", "listing", "sessions", "startup", "auth", "telemetry", "cluster")
 
 
 async def main_async(quick: bool, only: set[str], transports: set[str], use_wrk: bool) -> dict[str, Any]:
@@ -815,6 +898,7 @@ async def main_async(quick: bool, only: set[str], transports: set[str], use_wrk:
         "sessions": lambda: bench_sessions(quick),
         "startup": lambda: bench_startup(quick),
         "auth": lambda: bench_auth(quick, use_wrk),
+        "telemetry": lambda: bench_telemetry(quick, use_wrk),
         "cluster": lambda: bench_cluster(quick, use_wrk),
     }
     for name, measure in sections.items():

@@ -311,7 +311,7 @@ def start_telemetry(settings: TelemetrySettings) -> tracing.Tracing | None:
     except ImportError as exc:
         raise ConfigError(
             f"[telemetry] is enabled but the OpenTelemetry SDK is not installed ({exc.name}): "
-            "pip install 'mcp-prompt-gateway[telemetry]'"
+            "pip install '.[telemetry]' where the gateway was installed from"
         ) from exc
     implementation = OpenTelemetryTracing(settings)
     tracing.install(implementation)

@@ -29,6 +29,7 @@ from gateway.config import (
     PromptOverride,
     ServerSettings,
     StdioUpstream,
+    TelemetrySettings,
     TokenSettings,
     UpstreamOAuth,
     ViewSettings,
@@ -59,6 +60,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     ArgumentOverride,
     IconSettings,
     ClusterSettings,
+    TelemetrySettings,
 )
 
 # Commands the README shows that a test cannot run, and why.
@@ -67,6 +69,7 @@ NOT_RUN_HERE = {
     "docker build": "needs a Docker daemon and base images; .ci/run lints the Dockerfile with hadolint",
     "docker run": "needs a Docker daemon",
     "pip install -e '.[bench]' && python -m bench": "a full run takes minutes; .ci/run runs python -m bench --quick",
+    "pip install '.[telemetry]'": "the test extra requires it; tests/integration/test_telemetry.py traces with it",
     "pipx install .": "builds the same package as pip install ., which the quick-start test runs; pipx is not here",
     "prompt-gateway health": "needs a running gateway: tests/integration/test_cli.py starts one and runs it",
 }
@@ -78,7 +81,7 @@ def blocks(language: str) -> list[str]:
 
 def test_the_config_reference_documents_every_key_and_only_real_keys() -> None:
     documented = {key for body in blocks("toml") for key in KEY.findall(body) + TABLE.findall(body)}
-    documented -= {"gateway", "server", "upstreams", "cluster"}  # sections of Config itself
+    documented -= {"gateway", "server", "upstreams", "cluster", "telemetry"}  # sections of Config itself
     named = {m for body in blocks("toml") for m in re.findall(r"(?:overrides|arguments)\.([A-Za-z0-9_-]+)", body)}
     documented -= named - {"arguments", "icons"}  # tables named by the user (a prompt, an argument of it)
     fields = {name for model in MODELS for name in model.model_fields}

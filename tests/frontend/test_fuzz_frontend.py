@@ -15,18 +15,22 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from gateway.catalog.catalog import Catalog
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Rules
-from gateway.config import AuditSettings, ServerSettings
+from gateway.config import AuditSettings, ServerSettings, TelemetrySettings
 from gateway.frontend.http.server import HttpFrontend
 from gateway.frontend.http.sessions import Ask, Push
 from gateway.frontend.service import KNOWN_METHODS, Hub, Listener, PromptService, Subscription
 from gateway.frontend.session import ClientSession
 from gateway.identity.audit import AuditTrail
 from gateway.identity.principal import Identity
+from gateway.observability import tracing
+from gateway.observability.otel import OpenTelemetryTracing
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.modern import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 from gateway.rpc import Notify, RpcPeer
@@ -66,6 +70,12 @@ ids = (
     | st.floats()
     | st.lists(st.integers(), max_size=2)
 )
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+header_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=80)
+trace_values = json_values | header_text | st.just(TRACEPARENT) | st.just("x" * 9000) | st.just("00-" + "0" * 49)
+trace_meta = st.fixed_dictionaries(  # what the tracing reads of a request: its W3C trace context in _meta
+    {}, optional={"traceparent": trace_values, "tracestate": trace_values, "baggage": trace_values}
+)
 params = json_values | st.fixed_dictionaries(
     {},
     optional={
@@ -82,7 +92,8 @@ params = json_values | st.fixed_dictionaries(
         "protocolVersion": json_values,
         "requestId": ids,
         "_meta": json_values
-        | st.just(MODERN_ENVELOPE)
+        | trace_meta
+        | trace_meta.map(lambda trace: {**MODERN_ENVELOPE, **trace})
         | st.just({**MODERN_ENVELOPE, PROTOCOL_VERSION_KEY: "1999-01-01"}),
     },
 )
@@ -143,6 +154,30 @@ def _audit_closed() -> Iterator[None]:
     yield
     if audit.cache_info().currsize:
         audit().close()
+
+
+SPANS = InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _traced() -> Iterator[None]:
+    """Tracing on, every request sampled, as ``[telemetry]`` would have it: what it reads of a request
+    (``_meta``'s trace context, the HTTP headers) is fuzzed with the rest; its spans kept in memory."""
+    settings = TelemetrySettings(enabled=True, metrics=False)
+    with tracing.installed(OpenTelemetryTracing(settings, span_exporter=SPANS, metric_reader=InMemoryMetricReader())):
+        yield
+
+
+def spans_all_name_their_method() -> None:
+    implementation = tracing.tracing()
+    assert isinstance(implementation, OpenTelemetryTracing)
+    implementation.force_flush()
+    finished = SPANS.get_finished_spans()
+    assert finished, "tracing is on: the requests made spans"
+    for span in finished:
+        if span.kind.name == "SERVER":
+            assert isinstance((span.attributes or {}).get("mcp.method.name"), str), span
+    SPANS.clear()
 
 
 def service() -> PromptService:
@@ -249,6 +284,7 @@ def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: byte
         await theirs.aclose()
 
     anyio.run(run)
+    spans_all_name_their_method()
 
 
 def http_app() -> tuple[Any, list[ClientSession]]:
@@ -282,10 +318,15 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 
 
 @FUZZ
-@given(st.lists(frames, min_size=1, max_size=3))
-@example([frame.encode() for frame in NON_OBJECT_REF])
-@example([json.dumps(json.loads(NON_OBJECT_REF[0]) | {"params": {"ref": "x", "_meta": MODERN_ENVELOPE}}).encode()])
-def test_http_front_end_answers_everything_and_other_sessions_are_unaffected(bodies: list[bytes]) -> None:
+@given(st.lists(frames, min_size=1, max_size=3), header_text | st.just(TRACEPARENT))
+@example([frame.encode() for frame in NON_OBJECT_REF], TRACEPARENT)
+@example(
+    [json.dumps(json.loads(NON_OBJECT_REF[0]) | {"params": {"ref": "x", "_meta": MODERN_ENVELOPE}}).encode()],
+    TRACEPARENT,
+)
+def test_http_front_end_answers_everything_and_other_sessions_are_unaffected(
+    bodies: list[bytes], traceparent: str
+) -> None:
     async def run() -> None:
         app, _ = http_app()
         transport = httpx.ASGITransport(app=app)
@@ -294,7 +335,8 @@ def test_http_front_end_answers_everything_and_other_sessions_are_unaffected(bod
             victim = (await http.post("/mcp", json=init, headers=HEADERS)).headers["mcp-session-id"]
             bystander = (await http.post("/mcp", json=init, headers=HEADERS)).headers["mcp-session-id"]
             for body in bodies:
-                response = await http.post("/mcp", content=body, headers={**HEADERS, "Mcp-Session-Id": victim})
+                hostile = {**HEADERS, "Mcp-Session-Id": victim, "traceparent": traceparent, "baggage": traceparent}
+                response = await http.post("/mcp", content=body, headers=hostile)
                 assert response.status_code in (200, 202, 400, 404, 413), response.status_code
                 for answer in answers_in(response):
                     for item in answer if isinstance(answer, list) else [answer]:
@@ -308,3 +350,4 @@ def test_http_front_end_answers_everything_and_other_sessions_are_unaffected(bod
                 assert len(answer.json()["result"]["prompts"]) == 6  # the first 10, less the 4 the view denies
 
     anyio.run(run)
+    spans_all_name_their_method()
