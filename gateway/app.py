@@ -29,6 +29,7 @@ from gateway.frontend.debounce import ListChangedDebouncer
 from gateway.frontend.service import Hub, PromptService
 from gateway.identity.audit import AuditTrail
 from gateway.identity.principal import Identity
+from gateway.identity.rate_limits import Counts, RateLimits
 from gateway.identity.views import ClaimViews
 from gateway.observability import tracing
 from gateway.observability.metrics import Metrics
@@ -74,6 +75,8 @@ class Gateway:
         self._viewers = self._token_rules(config)
         self._claim_views = ClaimViews(config.server.views, config.gateway.namespace_separator)
         self.catalog = self._build_catalog(config)
+        self._limit_counts = Counts(config.cluster.redis_url, config.limits.storage_timeout_s)
+        self.rate_limits = self._rate_limits(config)
         self.audit = AuditTrail(config.server.audit)
         self.service = PromptService(
             self.current_catalog,
@@ -83,6 +86,7 @@ class Gateway:
             warm_up=self.first_attempts,
             audit=self.audit,
             prompts_as_tools=config.server.prompts_as_tools,
+            limits=lambda: self.rate_limits,
         )
         self._warm = False
         self._warm_until = 0.0
@@ -110,6 +114,13 @@ class Gateway:
         if identity.kind == "token":
             return self._viewers.get(identity.name)
         return None
+
+    def _rate_limits(self, config: Config) -> RateLimits:
+        """The limits of ``config``, counted where the counts so far are (a reload keeps them)."""
+        if config.cluster.redis_url != self._limit_counts.redis_url:
+            self._limit_counts = Counts(config.cluster.redis_url, config.limits.storage_timeout_s)
+        self._limit_counts.timeout_s = config.limits.storage_timeout_s
+        return RateLimits(config.limits, self._limit_counts, tokens=config.server.tokens, views=config.server.views)
 
     @staticmethod
     def _token_rules(config: Config) -> dict[str, Rules]:
@@ -186,7 +197,7 @@ class Gateway:
             on_stale=self._stale,
             max_message_bytes=gateway.max_message_bytes,
             backoff=Backoff(gateway.restart_initial_s, gateway.restart_max_s, gateway.max_restarts),
-            max_in_flight=gateway.max_requests_per_upstream,
+            max_in_flight=settings.max_in_flight or gateway.max_requests_per_upstream,
             on_progress=self._progress.deliver,
             stable_after_s=gateway.restart_reset_after_s,
             on_client_request=self._client_requests.forward,
@@ -254,6 +265,7 @@ class Gateway:
         self._viewers = self._token_rules(new)
         self._claim_views = ClaimViews(new.server.views, new.gateway.namespace_separator)
         self.catalog = self._build_catalog(new)
+        self.rate_limits = self._rate_limits(new)
         log.info(
             "config_reloaded",
             stopped=stopped,

@@ -31,6 +31,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+from gateway.config.limits import LimitsSettings
 from gateway.config.observability import TelemetrySettings
 from gateway.config.sections import (
     _SECRET_PATH,
@@ -78,6 +79,7 @@ __all__ = [
     "IconSettings",
     "Introspection",
     "IssuerSettings",
+    "LimitsSettings",
     "PolicyRules",
     "PromptOverride",
     "ServerSettings",
@@ -110,6 +112,7 @@ class Config(_Section):
     server: ServerSettings = ServerSettings()
     cluster: ClusterSettings = ClusterSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+    limits: LimitsSettings = LimitsSettings()
     upstreams: tuple[Upstream, ...] = ()
     policy: PolicyRules = PolicyRules()
 

@@ -11,6 +11,7 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.config.limits import Rate
 from gateway.config.sections import NAMESPACE_PATTERN, PolicyRules, _Section, is_loopback
 
 
@@ -20,6 +21,8 @@ class TokenSettings(_Section):
     name: str = Field(pattern=NAMESPACE_PATTERN, max_length=64)
     token: str = Field(min_length=16)
     policy: PolicyRules = PolicyRules()
+    rate: Rate | None = None
+    """This token's own rate, in place of ``[limits] rate``."""
 
 
 ASYMMETRIC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -83,6 +86,8 @@ class ViewSettings(_Section):
     name: str = Field(pattern=NAMESPACE_PATTERN, max_length=64)
     match: ClaimMatch
     policy: PolicyRules
+    rate: Rate | None = None
+    """The rate of each person this view matches, in place of ``[limits] rate`` (the first view with one)."""
 
 
 class AuditSettings(_Section):

@@ -102,6 +102,9 @@ class StdioUpstream(_UpstreamSettings):
     """More variables for the server, from a dotenv file read each time it starts (``env`` wins)."""
     cwd: str | None = None
     timeout_s: float = Field(30.0, gt=0, le=3600)
+    max_in_flight: int | None = Field(None, ge=1, le=100_000)
+    """Requests in flight to this server at most (more are refused at once, -32603); unset:
+    ``[gateway] max_requests_per_upstream``. A slow server then holds only its own share."""
     protocol: Literal["auto", "modern", "legacy"] = "auto"
 
 
@@ -125,6 +128,9 @@ class HttpUpstream(_UpstreamSettings):
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: float = Field(30.0, gt=0, le=3600)
+    max_in_flight: int | None = Field(None, ge=1, le=100_000)
+    """Requests in flight to this server at most (more are refused at once, -32603); unset:
+    ``[gateway] max_requests_per_upstream``. A slow server then holds only its own share."""
     connect_timeout_s: float = Field(10.0, gt=0, le=600)
     read_timeout_s: float | None = Field(None, gt=0, le=86_400)
     proxy: str | None = Field(None, pattern=r"^(none|https?://.+)$")

@@ -30,10 +30,11 @@ from gateway.catalog.catalog import Catalog
 from gateway.catalog.policy import Viewer
 from gateway.identity.audit import AUDITED, AuditTrail, prompt_of
 from gateway.identity.principal import Identity
+from gateway.identity.rate_limits import RateLimits
 from gateway.observability.metrics import Metrics
 from gateway.observability.tracing import tracing
 from gateway.protocol.eras import for_client
-from gateway.protocol.errors import GatewayError, InvalidParams, MethodNotFound
+from gateway.protocol.errors import GatewayError, InvalidParams, MethodNotFound, RateLimited
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.models import CompleteParams, GetPromptParams, parse_params
 from gateway.protocol.modern import (
@@ -163,8 +164,10 @@ class PromptService:
         warm_up: Callable[[], Awaitable[None]] | None = None,
         audit: AuditTrail | None = None,
         prompts_as_tools: bool = False,
+        limits: Callable[[], RateLimits | None] = lambda: None,
     ) -> None:
         self._catalog = catalog
+        self._limits = limits
         self._audit = audit
         self.prompts_as_tools = prompts_as_tools
         self._warm_up = warm_up
@@ -185,7 +188,22 @@ class PromptService:
     ) -> dict[str, Any]:
         """A stateless (2026-07-28) request: its envelope says everything, no session is consulted."""
         with tracing().server(request, mcp_version=_stated_version(request.params), session_id=None):
+            await self.admit(who, request.method, request.params)
             return await self._modern(request, notify, viewer=viewer, who=who)
+
+    async def admit(self, who: Identity | None, method: str, params: dict[str, Any] | None) -> None:
+        """Count a client's request against its limits; RateLimited (audited, counted) if over one."""
+        limits = self._limits()
+        if limits is None or not limits.active:
+            return
+        try:
+            await limits.admit(who, method)
+        except RateLimited as exc:
+            if self._audit is not None:
+                self._audit.limited(who, method, params, exc)
+            if self._metrics is not None:
+                self._metrics.rate_limited(exc.limit)
+            raise
 
     async def _modern(
         self, request: Request, notify: Notify, *, viewer: Viewer | None, who: Identity | None

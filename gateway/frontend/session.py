@@ -62,6 +62,7 @@ class ClientSession:
                 return await self._service.modern(request, notify, viewer=self.viewer, who=self._who)
             version = self.protocol_version or _asked_version(request)
             with tracing().server(request, mcp_version=version, session_id=self._session_id):
+                await self._service.admit(self._who, request.method, request.params)
                 return await self._handle_legacy(request, notify)
 
     async def _handle_legacy(self, request: Request, notify: Notify) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import structlog
 from gateway.config import AuditSettings
 from gateway.identity.principal import Identity
 from gateway.observability.logs import json_text
+from gateway.protocol.errors import RateLimited
 
 log = structlog.get_logger("gateway.audit")
 
@@ -151,6 +152,18 @@ class AuditTrail:
             outcome="error",
             code=-32602,
             reason=message[:300],
+        )
+
+    def limited(self, who: Identity | None, method: str, params: Any, refusal: RateLimited) -> None:
+        """A request over a ``[limits]`` rate, refused before it was served."""
+        self.record(
+            who=who.described() if who is not None else None,
+            method=method[:128],
+            prompt=prompt_of(method, params) if method in AUDITED else None,
+            outcome="rate_limited",
+            code=refusal.code,
+            limit=refusal.limit,
+            retry_after_ms=refusal.data["retryAfterMs"],
         )
 
     def refused(self, refusal: RefusedRequest) -> None:

@@ -54,11 +54,20 @@ class Metrics:
         )
         self._counters: dict[tuple[str, str], Counter] = {}
         self._timers: dict[str, Histogram] = {}
+        self.limited = Counter(
+            "prompt_gateway_rate_limited_total",
+            "Client requests refused for a [limits] rate, by the limit",
+            ["limit"],
+            registry=self.registry,
+        )
         self.list_changed = Counter(
             "prompt_gateway_list_changed_sent_total",
             "list_changed notifications fanned out to client sessions",
             registry=self.registry,
         )
+
+    def rate_limited(self, limit: str) -> None:
+        self.limited.labels(limit).inc()
 
     @contextmanager
     def observe(self, method: str) -> Iterator[None]:

@@ -10,6 +10,7 @@
      │    │    ├── UnknownPrompt
      │    │    └── InvalidCursor
      │    ├── HeaderMismatch         -32020  HTTP headers disagree with the body (2026-07-28)
+     │    ├── RateLimited            -32029  over a [limits] rate; data.retryAfterMs says when to come back
      │    └── UnsupportedVersion     -32022  a per-request protocol version we do not speak (2026-07-28)
      └── UpstreamError               -32603  something behind the gateway failed; never blames the client
           ├── UpstreamUnavailable    not connected / went away mid-request
@@ -33,6 +34,7 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+RATE_LIMITED = -32029
 
 
 class GatewayError(Exception):
@@ -93,6 +95,22 @@ class InvalidCursor(InvalidParams):
 
 class HeaderMismatch(ClientError):
     code = HEADER_MISMATCH
+
+
+class RateLimited(ClientError):
+    """Over a ``[limits]`` rate. ``data`` says which limit and how long until it has room again
+    (``retryAfterMs``); over HTTP a request refused outside a session is answered 429 with Retry-After."""
+
+    code = RATE_LIMITED
+
+    def __init__(self, limit: str, retry_after_s: float) -> None:
+        retry_ms = max(1, round(retry_after_s * 1000))
+        super().__init__(
+            f"Rate limited: over the {limit} limit; retry after {retry_ms} ms",
+            data={"retryAfterMs": retry_ms, "limit": limit},
+        )
+        self.limit = limit
+        self.retry_after_s = retry_after_s
 
 
 class UnsupportedVersion(ClientError):

@@ -23,6 +23,7 @@ from gateway.protocol.errors import (
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
+    RATE_LIMITED,
     UNSUPPORTED_PROTOCOL_VERSION,
     HeaderMismatch,
     InvalidParams,
@@ -48,6 +49,7 @@ HTTP_STATUS_FOR_CODE: Mapping[int, int] = {
     MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
     UNSUPPORTED_PROTOCOL_VERSION: 400,
     METHOD_NOT_FOUND: 404,
+    RATE_LIMITED: 429,  # the gateway's own: its data.retryAfterMs is also said as Retry-After
 }
 """The HTTP status of a modern error answer; codes not listed are answered with 200."""
 

@@ -1,6 +1,7 @@
 """Hostile input at both front ends. Every request gets one well-formed answer, never an internal error,
 the gateway stays up, and another client's session is unaffected. Every method the gateway answers is
-fuzzed, with what reads requests before they are served turned on: the audit, a view, prompts as tools."""
+fuzzed, with what reads requests before they are served turned on: the audit, a view, prompts as tools,
+rate limits and tracing."""
 
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ from gateway.catalog.catalog import Catalog
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Rules
-from gateway.config import AuditSettings, ServerSettings, TelemetrySettings
+from gateway.config import AuditSettings, LimitsSettings, ServerSettings, TelemetrySettings
 from gateway.frontend.http.server import HttpFrontend
 from gateway.frontend.http.sessions import Ask, Push
 from gateway.frontend.service import KNOWN_METHODS, Hub, Listener, PromptService, Subscription
 from gateway.frontend.session import ClientSession
 from gateway.identity.audit import AuditTrail
 from gateway.identity.principal import Identity
+from gateway.identity.rate_limits import Counts, RateLimits
 from gateway.observability import tracing
 from gateway.observability.otel import OpenTelemetryTracing
 from gateway.protocol.jsonrpc import Request
@@ -180,13 +182,19 @@ def spans_all_name_their_method() -> None:
     SPANS.clear()
 
 
+LIMITS = LimitsSettings(rate="100000/second", burst="100000/second", methods={"prompts/get": "100000/second"})
+"""Counted on every request (never reached here): what the limits read of a request is fuzzed too."""
+
+
 def service() -> PromptService:
+    limits = RateLimits(LIMITS, Counts(None, 0.25))  # one per example: the memory counts belong to its loop
     return PromptService(
         catalog,
         completions=lambda: True,
         hub=ListenersEndAtOnce(),
         audit=audit(),
         prompts_as_tools=True,
+        limits=lambda: limits,
     )
 
 

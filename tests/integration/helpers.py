@@ -70,6 +70,7 @@ def write_config(
     tokens: list[dict[str, Any]] | None = None,
     cluster: dict[str, Any] | None = None,
     telemetry: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
 ) -> Path:
     lines = ["[gateway]"] + [f"{k} = {_toml_value(v)}" for k, v in (gateway or {}).items()]
     lines += ["[server]"] + [f"{k} = {_toml_value(v)}" for k, v in (server or {"transport": "stdio"}).items()]
@@ -82,6 +83,9 @@ def write_config(
     if cluster:
         lines.append("[cluster]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in cluster.items()]
+    if limits:
+        lines.append("[limits]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in limits.items()]
     if telemetry:
         lines.append("[telemetry]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in telemetry.items()]

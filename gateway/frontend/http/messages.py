@@ -15,6 +15,7 @@ from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from gateway.identity.rate_limits import retry_after_header
 from gateway.protocol.errors import GatewayError
 from gateway.protocol.jsonrpc import (
     ErrorResponse,
@@ -112,7 +113,12 @@ def modern_answer(answer: dict[str, Any] | ErrorResponse) -> Response:
     error = wire.get("error")
     code = error.get("code") if isinstance(error, dict) else None
     status = HTTP_STATUS_FOR_CODE.get(code, 200) if isinstance(code, int) else 200
-    return Response(dumps(wire), status_code=status, media_type="application/json")
+    headers = {}
+    if status == 429:  # over a rate: when to come back, as HTTP says it too
+        data = error.get("data") if isinstance(error, dict) else None
+        retry_ms = data.get("retryAfterMs") if isinstance(data, dict) else None
+        headers["Retry-After"] = retry_after_header(retry_ms / 1000 if isinstance(retry_ms, int) else 1)
+    return Response(dumps(wire), status_code=status, media_type="application/json", headers=headers)
 
 
 class DisconnectWatch:

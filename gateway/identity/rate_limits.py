@@ -1,0 +1,158 @@
+"""Rate limits per identity, by the ``limits`` library: which limits a request counts against (its
+identity's rate and burst, its method's rate, the global rate), counted in memory or, with ``[cluster]
+redis_url``, in Redis so that every replica counts the same requests.
+
+Identities are typed (``Identity.key``): a static token named ``ci`` and an access token whose subject is
+``ci`` are counted apart. Redis lost (or slower than ``storage_timeout_s``) → this replica counts alone in
+memory, logged once, and tries Redis again after ``RETRY_REDIS_S``: nothing ever waits on Redis longer.
+The counts outlive a reload (the storage is kept; only which limits apply is read afresh).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio
+import structlog
+from limits import RateLimitItem, parse_many
+from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.strategies import (
+    FixedWindowRateLimiter,
+    MovingWindowRateLimiter,
+    RateLimiter,
+    SlidingWindowCounterRateLimiter,
+)
+
+from gateway.config import LimitsSettings, TokenSettings, ViewSettings
+from gateway.identity.principal import Identity
+from gateway.identity.views import matches
+from gateway.protocol.errors import RateLimited
+
+log = structlog.get_logger("gateway.limits")
+
+RETRY_REDIS_S = 5.0
+_STRATEGIES: dict[str, type[RateLimiter]] = {
+    "moving-window": MovingWindowRateLimiter,
+    "sliding-window-counter": SlidingWindowCounterRateLimiter,
+    "fixed-window": FixedWindowRateLimiter,
+}
+ANONYMOUS = "anonymous"
+"""Who an unauthenticated HTTP caller is counted as: all of them together, as one identity."""
+
+
+@dataclass(frozen=True)
+class _Limit:
+    label: str  # what the error and the audit name: "rate", "burst", "prompts/get", "global"
+    items: tuple[RateLimitItem, ...]
+
+
+class Counts:
+    """Where the hits are counted: Redis when configured and answering, else this process's memory. Kept
+    across reloads (the limits change, the counts so far stay)."""
+
+    def __init__(self, redis_url: str | None, timeout_s: float) -> None:
+        self.redis_url = redis_url
+        self.memory: Storage = MemoryStorage()
+        self.redis: Storage | None = (
+            RedisStorage(redis_url, implementation="redispy", wrap_exceptions=True, key_prefix="prompt-gateway-limits")
+            if redis_url is not None
+            else None
+        )
+        self.timeout_s = timeout_s
+        self._redis_down_until = 0.0
+
+    def usable_redis(self) -> Storage | None:
+        return self.redis if self.redis is not None and time.monotonic() >= self._redis_down_until else None
+
+    def redis_failed(self, exc: BaseException | None) -> None:
+        if self._redis_down_until <= time.monotonic():
+            log.warning("rate_limit_redis_unavailable", error=type(exc).__name__ if exc else "timeout", alone=True)
+        self._redis_down_until = time.monotonic() + RETRY_REDIS_S
+
+
+class RateLimits:
+    def __init__(
+        self,
+        settings: LimitsSettings,
+        counts: Counts,
+        *,
+        tokens: Sequence[TokenSettings] = (),
+        views: Sequence[ViewSettings] = (),
+    ) -> None:
+        self.settings = settings
+        self._counts = counts
+        self._strategy = _STRATEGIES[settings.strategy]
+        self._limiters: dict[int, RateLimiter] = {}
+        self._default = _limit("rate", settings.rate)
+        self._burst = _limit("burst", settings.burst)
+        self._global = _limit("global", settings.global_rate)
+        self._methods: dict[str, _Limit | None] = {m: _limit(m, rate) for m, rate in settings.methods.items()}
+        self._token_rates = {t.name: _limit("rate", t.rate) for t in tokens if t.rate is not None}
+        self._view_rates = [(v.match, _limit("rate", v.rate)) for v in views if v.rate is not None]
+
+    @property
+    def active(self) -> bool:
+        return any((self._default, self._burst, self._global, self._methods, self._token_rates, self._view_rates))
+
+    def limits_for(self, who: Identity | None, method: str) -> list[tuple[_Limit, str]]:
+        """The limits a request of ``who`` for ``method`` counts against, each with the key it is
+        counted under; its own first, the global bound last (a request refused by its identity's limit
+        does not use up what everyone shares)."""
+        key = who.key if who is not None else ANONYMOUS
+        own = self._rate_of(who)
+        found = [(limit, key) for limit in (own, self._burst) if limit is not None]
+        method_limit = self._methods.get(method)
+        if method_limit is not None:
+            found.append((method_limit, f"{key}|{method}"))
+        if self._global is not None:
+            found.append((self._global, "*"))
+        return found
+
+    def _rate_of(self, who: Identity | None) -> _Limit | None:
+        if who is not None and who.kind == "token" and who.name in self._token_rates:
+            return self._token_rates[who.name]
+        if who is not None and who.kind == "oauth" and who.claims is not None:
+            for match, limit in self._view_rates:
+                if matches(match, who.claims):
+                    return limit
+        return self._default
+
+    async def admit(self, who: Identity | None, method: str) -> None:
+        """Count one request; RateLimited (with how long to wait) if it is over a limit."""
+        for limit, key in self.limits_for(who, method):
+            for item in limit.items:
+                retry_after = await self._hit(item, limit.label, key)
+                if retry_after is not None:
+                    raise RateLimited(limit.label, retry_after)
+
+    async def _hit(self, item: RateLimitItem, label: str, key: str) -> float | None:
+        """None when under the limit, else the seconds until it has room again."""
+        redis = self._counts.usable_redis()
+        if redis is not None:
+            try:
+                with anyio.fail_after(self._counts.timeout_s):
+                    return await self._hit_in(redis, item, label, key)
+            except Exception as exc:
+                self._counts.redis_failed(exc if not isinstance(exc, TimeoutError) else None)
+        return await self._hit_in(self._counts.memory, item, label, key)
+
+    async def _hit_in(self, storage: Storage, item: RateLimitItem, label: str, key: str) -> float | None:
+        limiter = self._limiters.get(id(storage))
+        if limiter is None:
+            limiter = self._limiters[id(storage)] = self._strategy(storage)
+        if await limiter.hit(item, label, key):
+            return None
+        stats = await limiter.get_window_stats(item, label, key)
+        return max(0.0, stats.reset_time - time.time())
+
+
+def _limit(label: str, rate: str | None) -> _Limit | None:
+    return None if rate is None else _Limit(label, tuple(parse_many(rate)))
+
+
+def retry_after_header(seconds: float) -> str:
+    """``Retry-After`` in whole seconds, never 0 (a client told 0 comes straight back)."""
+    return str(max(1, math.ceil(seconds)))

@@ -1,0 +1,107 @@
+"""Which limits a request counts against, and what happens over one: typed identities counted apart,
+a token's and a view's own rates, per-method rates, the global bound; Redis gone means each replica
+counts alone, at once, never a request waiting on it."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from gateway.config import ClaimMatch, LimitsSettings, PolicyRules, TokenSettings, ViewSettings
+from gateway.identity.principal import LOCAL, Identity
+from gateway.identity.rate_limits import Counts, RateLimits, retry_after_header
+from gateway.protocol.errors import RATE_LIMITED, RateLimited
+from tests.integration.services import free_port
+
+pytestmark = pytest.mark.anyio
+
+CI_TOKEN = Identity.token("ci")
+CI_PERSON = Identity.access_token("https://idp.example", "ci", {"groups": ["staff"]})
+CONTRACTOR = Identity.access_token("https://idp.example", "cora", {"groups": ["contractors"]})
+
+
+def limits(settings: LimitsSettings, **extra: object) -> RateLimits:
+    return RateLimits(settings, Counts(None, 0.25), **extra)  # type: ignore[arg-type]
+
+
+async def admitted(rate_limits: RateLimits, who: Identity | None, method: str, times: int) -> int:
+    """How many of ``times`` requests in a row were let through."""
+    through = 0
+    for _ in range(times):
+        try:
+            await rate_limits.admit(who, method)
+            through += 1
+        except RateLimited:
+            pass
+    return through
+
+
+async def test_each_identity_has_its_own_rate_and_a_token_is_not_a_subject_of_the_same_name() -> None:
+    rate_limits = limits(LimitsSettings(rate="3/minute"))
+    assert await admitted(rate_limits, CI_TOKEN, "prompts/get", 5) == 3
+    assert await admitted(rate_limits, CI_PERSON, "prompts/get", 5) == 3  # "ci" the person: counted apart
+    assert await admitted(rate_limits, LOCAL, "prompts/list", 2) == 2
+    assert await admitted(rate_limits, None, "prompts/list", 4) == 3  # unauthenticated callers: one identity
+
+
+async def test_over_the_limit_says_which_and_when_to_come_back() -> None:
+    rate_limits = limits(LimitsSettings(rate="1/minute"))
+    await rate_limits.admit(CI_TOKEN, "prompts/get")
+    with pytest.raises(RateLimited) as refused:
+        await rate_limits.admit(CI_TOKEN, "prompts/get")
+    error = refused.value.to_error_object()
+    assert error["code"] == RATE_LIMITED == -32029
+    assert error["data"]["limit"] == "rate"
+    assert 0 < error["data"]["retryAfterMs"] <= 60_000
+    assert retry_after_header(refused.value.retry_after_s) in {str(s) for s in range(1, 61)}
+
+
+async def test_burst_methods_and_the_global_bound_hold_on_top() -> None:
+    settings = LimitsSettings(rate="100/minute", burst="4/minute", methods={"prompts/get": "2/minute"})
+    rate_limits = limits(settings)
+    assert await admitted(rate_limits, CI_TOKEN, "prompts/get", 3) == 2  # the method's own rate
+    # the burst counts every request of the identity, the one its method's rate refused too: 4 in all
+    assert await admitted(rate_limits, CI_TOKEN, "prompts/list", 5) == 1
+    shared = limits(LimitsSettings(global_rate="5/minute"))
+    assert await admitted(shared, CI_TOKEN, "prompts/get", 3) == 3
+    assert await admitted(shared, CI_PERSON, "prompts/get", 3) == 2  # what everyone shares is spent
+
+
+async def test_an_identity_refused_by_its_own_limit_does_not_spend_the_global_bound() -> None:
+    rate_limits = limits(LimitsSettings(rate="1/minute", global_rate="3/minute"))
+    assert await admitted(rate_limits, CI_TOKEN, "prompts/get", 50) == 1
+    assert await admitted(rate_limits, CI_PERSON, "prompts/get", 1) == 1
+    assert await admitted(rate_limits, LOCAL, "prompts/get", 1) == 1
+
+
+async def test_a_tokens_and_a_views_own_rate_take_the_place_of_the_default() -> None:
+    token = TokenSettings(name="ci", token="x" * 16, rate="5/minute")
+    view = ViewSettings(
+        name="contractors",
+        match=ClaimMatch(claim="groups", any_of=("contractors",)),
+        policy=PolicyRules(),
+        rate="1/minute",
+    )
+    rate_limits = limits(LimitsSettings(rate="2/minute"), tokens=[token], views=[view])
+    assert await admitted(rate_limits, CI_TOKEN, "prompts/get", 9) == 5
+    assert await admitted(rate_limits, CONTRACTOR, "prompts/get", 9) == 1
+    assert await admitted(rate_limits, CI_PERSON, "prompts/get", 9) == 2  # no view of its own: the default
+
+
+async def test_the_counts_outlive_new_limits() -> None:
+    counts = Counts(None, 0.25)
+    first = RateLimits(LimitsSettings(rate="2/minute"), counts)
+    assert await admitted(first, CI_TOKEN, "prompts/get", 2) == 2
+    reloaded = RateLimits(LimitsSettings(rate="2/minute", burst="10/second"), counts)  # a reload
+    assert await admitted(reloaded, CI_TOKEN, "prompts/get", 1) == 0
+
+
+async def test_with_redis_gone_each_replica_counts_alone_at_once() -> None:
+    nobody_listens = f"redis://127.0.0.1:{free_port()}/0"
+    rate_limits = RateLimits(LimitsSettings(rate="2/minute", storage_timeout_s=0.2), Counts(nobody_listens, 0.2))
+    started = time.monotonic()
+    with anyio.fail_after(5):
+        assert await admitted(rate_limits, CI_TOKEN, "prompts/get", 4) == 2  # limited all the same
+    assert time.monotonic() - started < 2  # Redis is tried once, then left alone for a while
