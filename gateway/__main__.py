@@ -18,7 +18,7 @@ import anyio
 import structlog
 
 from gateway import __version__
-from gateway.app import Gateway, run_gateway
+from gateway.app import Gateway, run_gateway, telemetry_wanted
 from gateway.config import AuthSettings, Config, ServerSettings, load_config
 from gateway.importer.clients import CLIENT_FORMATS, client_of
 from gateway.importer.writer import import_client_config
@@ -132,7 +132,7 @@ async def _watch(gateway: Gateway, path: str, interval_s: float = 1.0) -> None:
 
 async def _serve(config: Config, path: str, watch: bool, sock: socket.socket | None) -> int:
     stopping = anyio.Event()
-    async with anyio.create_task_group() as tg, run_gateway(config) as gateway:
+    async with anyio.create_task_group() as tg, run_gateway(config, telemetry=True) as gateway:
         tg.start_soon(_handle_signals, gateway, path, stopping, tg.cancel_scope)
         if watch:
             tg.start_soon(_watch, gateway, path)
@@ -335,6 +335,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _import(args)
     try:
         config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"prompt-gateway: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        if args.command in ("serve", "check"):
+            telemetry_wanted(config.telemetry)
     except ConfigError as exc:
         print(f"prompt-gateway: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG

@@ -8,6 +8,7 @@ keeps every client session connected and tells them all that the list changed.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
 from collections.abc import AsyncIterator
@@ -286,11 +287,11 @@ async def _run_in_scope(
 
 
 @asynccontextmanager
-async def run_gateway(config: Config, *, settle: bool = False) -> AsyncIterator[Gateway]:
+async def run_gateway(config: Config, *, settle: bool = False, telemetry: bool = False) -> AsyncIterator[Gateway]:
     """The running gateway; ``settle``: only once every upstream has connected or failed once. On Linux
     it is its upstreams' subreaper: what escapes an upstream's process group is its to reap and end."""
     subreaper = orphans.become_subreaper()
-    telemetry = start_telemetry(config.telemetry)
+    traced = start_telemetry(config.telemetry) if telemetry else None  # serving only: not check, list, render
     try:
         async with anyio.create_task_group() as tg:
             gateway = Gateway(config, tg)
@@ -308,26 +309,36 @@ async def run_gateway(config: Config, *, settle: bool = False) -> AsyncIterator[
         with anyio.CancelScope(shield=True):
             if subreaper:  # every upstream has stopped: what they left behind goes with them
                 await orphans.end_adopted(ORPHAN_GRACE_S)
-            if telemetry is not None:  # what is buffered is exported (the exporter bounds its wait)
+            if traced is not None:  # what is buffered is exported (the exporter bounds its wait)
                 tracing.install(tracing.NoTracing())
-                await anyio.to_thread.run_sync(telemetry.shutdown)
+                await anyio.to_thread.run_sync(traced.shutdown)
+
+
+def telemetry_wanted(settings: TelemetrySettings) -> bool:
+    """``[telemetry] enabled``, unless ``OTEL_SDK_DISABLED`` (the standard switch) says otherwise; and
+    the SDK importable then (a ConfigError saying how to install it, before anything starts)."""
+    if not settings.enabled:
+        return False
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        log.info("telemetry_disabled", reason="OTEL_SDK_DISABLED=true in the environment")
+        return False
+    if importlib.util.find_spec("opentelemetry.sdk") is None:
+        raise ConfigError(
+            "[telemetry] is enabled but the OpenTelemetry SDK is not installed: install the gateway with its "
+            "telemetry extra (pip install '.[telemetry]', pipx install '.[telemetry]')"
+        )
+    return True
 
 
 def start_telemetry(settings: TelemetrySettings) -> tracing.Tracing | None:
-    """The SDK's tracing installed, where ``[telemetry]`` enables it (and ``OTEL_SDK_DISABLED``, the
-    standard switch, does not say otherwise); the SDK is imported only then."""
-    if not settings.enabled or os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+    """The SDK's tracing installed, where ``[telemetry]`` wants it; the SDK is imported only then."""
+    if not telemetry_wanted(settings):
         return None
-    try:
-        from gateway.observability.otel import OpenTelemetryTracing
-    except ImportError as exc:
-        raise ConfigError(
-            f"[telemetry] is enabled but the OpenTelemetry SDK is not installed ({exc.name}): "
-            "pip install '.[telemetry]' where the gateway was installed from"
-        ) from exc
+    from gateway.observability.otel import OpenTelemetryTracing, exporting_to
+
     implementation = OpenTelemetryTracing(settings)
     tracing.install(implementation)
-    log.info("telemetry_started", sample_ratio=settings.sample_ratio, metrics=settings.metrics)
+    log.info("telemetry_started", **exporting_to(settings))
     return implementation
 
 

@@ -132,7 +132,8 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
         return session
 
     async def stateless(request: Request, notify: Notify, principal: Identity | None) -> dict[str, Any]:
-        return await gateway.service.modern(request, notify, viewer=gateway.viewer_for(principal), who=principal)
+        with gateway.service.observe(request.method):  # counted as a session's requests are
+            return await gateway.service.modern(request, notify, viewer=gateway.viewer_for(principal), who=principal)
 
     cluster_settings = gateway.config.cluster
     gateway.cluster = (

@@ -68,3 +68,28 @@ def test_a_value_orjson_refuses_is_still_a_json_line() -> None:
     decoded = json.loads(line)
     assert decoded["big"] == 2**70
     assert decoded["odd"] == "\ud800"
+
+
+def test_what_the_telemetry_sdk_logs_is_a_json_line_too(capsys: object) -> None:
+    """The exporter logs through the standard library (on its own thread) when the collector is down:
+    those records must not break the one-JSON-object-a-line stream of the gateway's log."""
+    import logging
+    import sys
+
+    import pytest
+
+    from gateway.observability.logs import configure_logging
+
+    capture = capsys
+    assert isinstance(capture, pytest.CaptureFixture)
+    configure_logging("info", json=True)
+    try:
+        logging.getLogger("opentelemetry.exporter.otlp.proto.http").warning("Transient error %s", "refused")
+        sys.stderr.flush()
+        line = capture.readouterr().err.strip().splitlines()[-1]
+    finally:
+        configure_logging("info", json=False)
+    record = json.loads(line)
+    assert record["event"] == "Transient error refused"
+    assert record["level"] == "warning"
+    assert record["logger"] == "opentelemetry.exporter.otlp.proto.http"

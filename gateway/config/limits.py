@@ -13,9 +13,11 @@ from gateway.config.sections import _Section
 
 def _valid_rate(value: str) -> str:
     try:
-        parse_many(value)
+        items = parse_many(value)
     except ValueError as exc:
-        raise ValueError(f'{value!r} is not a rate such as "600/minute" or "20/second;600/minute"') from exc
+        raise ValueError('not a rate such as "600/minute" or "20/second;600/minute"') from exc
+    if any(item.amount < 1 for item in items):
+        raise ValueError("a rate lets at least 1 request through (0 would refuse every request for ever)")
     return value
 
 

@@ -39,6 +39,10 @@ _STRATEGIES: dict[str, type[RateLimiter]] = {
     "sliding-window-counter": SlidingWindowCounterRateLimiter,
     "fixed-window": FixedWindowRateLimiter,
 }
+UNCOUNTED = frozenset({"initialize", "server/discover", "ping"})
+"""What connecting and keeping alive takes: answered by the gateway itself, never sent upstream, and bounded
+by the session limits; counting them made a client's connection spend its rate (an SDK client discovers
+on every connection, then initializes when the discover is refused)."""
 ANONYMOUS = "anonymous"
 """Who an unauthenticated HTTP caller is counted as: all of them together, as one identity."""
 
@@ -122,6 +126,8 @@ class RateLimits:
 
     async def admit(self, who: Identity | None, method: str) -> None:
         """Count one request; RateLimited (with how long to wait) if it is over a limit."""
+        if method in UNCOUNTED:
+            return
         for limit, key in self.limits_for(who, method):
             for item in limit.items:
                 retry_after = await self._hit(item, limit.label, key)

@@ -130,3 +130,36 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
         logger_factory=factory,
         cache_logger_on_first_use=True,
     )
+    _libraries_log_as_we_do(json, level)
+
+
+LIBRARY_LOGGERS = ("opentelemetry",)
+"""Libraries that log through the standard library's logging on their own threads (the OpenTelemetry
+SDK's exporter, when the collector is down): their records become our kind of line, JSON among JSON."""
+
+
+def _logger_of_record(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    record = event.get("_record")
+    if isinstance(record, logging.LogRecord):
+        event["logger"] = record.name
+    return event
+
+
+def _libraries_log_as_we_do(json: bool, level: str) -> None:
+    renderer: Any = structlog.processors.JSONRenderer(json_text) if json else structlog.dev.ConsoleRenderer()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processor=renderer,
+            foreign_pre_chain=[
+                _logger_of_record,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+            ],
+        )
+    )
+    for name in LIBRARY_LOGGERS:
+        library = logging.getLogger(name)
+        library.handlers = [handler]
+        library.propagate = False
+        library.setLevel(max(logging.WARNING, logging.getLevelNamesMapping()[level.upper()]))

@@ -11,11 +11,13 @@ environment variables; what ``[telemetry]`` sets wins over them.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from opentelemetry import context as otel_context
@@ -303,3 +305,18 @@ class _Scope:
             self._histogram.record(time.perf_counter() - self._started, self._metric)
         finally:
             otel_context.detach(self._token)
+
+
+def exporting_to(settings: TelemetrySettings) -> dict[str, Any]:
+    """What the start-up log says of the export: where to (no credentials: a URL's user part is cut),
+    as whom, how much is sampled."""
+    endpoint = settings.endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4318"
+    parts = urlsplit(endpoint)
+    shown = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
+    sampled = settings.sample_ratio if settings.sample_ratio is not None else os.environ.get("OTEL_TRACES_SAMPLER")
+    return {
+        "endpoint": shown,
+        "service_name": str(_resource(settings).attributes.get(SERVICE_NAME)),
+        "sampled": sampled if sampled is not None else "parentbased_always_on",
+        "metrics": settings.metrics,
+    }

@@ -9,13 +9,11 @@ import time
 import anyio
 import pytest
 
-from gateway.config import ClaimMatch, LimitsSettings, PolicyRules, TokenSettings, ViewSettings
+from gateway.config import ClaimMatch, LimitsSettings, PolicyRules, TokenSettings, ViewSettings, parse_config
 from gateway.identity.principal import LOCAL, Identity
 from gateway.identity.rate_limits import Counts, RateLimits, retry_after_header
-from gateway.protocol.errors import RATE_LIMITED, RateLimited
+from gateway.protocol.errors import RATE_LIMITED, ConfigError, RateLimited
 from tests.integration.services import free_port
-
-pytestmark = pytest.mark.anyio
 
 CI_TOKEN = Identity.token("ci")
 CI_PERSON = Identity.access_token("https://idp.example", "ci", {"groups": ["staff"]})
@@ -38,6 +36,7 @@ async def admitted(rate_limits: RateLimits, who: Identity | None, method: str, t
     return through
 
 
+@pytest.mark.anyio
 async def test_each_identity_has_its_own_rate_and_a_token_is_not_a_subject_of_the_same_name() -> None:
     rate_limits = limits(LimitsSettings(rate="3/minute"))
     assert await admitted(rate_limits, CI_TOKEN, "prompts/get", 5) == 3
@@ -46,6 +45,7 @@ async def test_each_identity_has_its_own_rate_and_a_token_is_not_a_subject_of_th
     assert await admitted(rate_limits, None, "prompts/list", 4) == 3  # unauthenticated callers: one identity
 
 
+@pytest.mark.anyio
 async def test_over_the_limit_says_which_and_when_to_come_back() -> None:
     rate_limits = limits(LimitsSettings(rate="1/minute"))
     await rate_limits.admit(CI_TOKEN, "prompts/get")
@@ -58,6 +58,7 @@ async def test_over_the_limit_says_which_and_when_to_come_back() -> None:
     assert retry_after_header(refused.value.retry_after_s) in {str(s) for s in range(1, 61)}
 
 
+@pytest.mark.anyio
 async def test_burst_methods_and_the_global_bound_hold_on_top() -> None:
     settings = LimitsSettings(rate="100/minute", burst="4/minute", methods={"prompts/get": "2/minute"})
     rate_limits = limits(settings)
@@ -69,6 +70,7 @@ async def test_burst_methods_and_the_global_bound_hold_on_top() -> None:
     assert await admitted(shared, CI_PERSON, "prompts/get", 3) == 2  # what everyone shares is spent
 
 
+@pytest.mark.anyio
 async def test_an_identity_refused_by_its_own_limit_does_not_spend_the_global_bound() -> None:
     rate_limits = limits(LimitsSettings(rate="1/minute", global_rate="3/minute"))
     assert await admitted(rate_limits, CI_TOKEN, "prompts/get", 50) == 1
@@ -76,6 +78,7 @@ async def test_an_identity_refused_by_its_own_limit_does_not_spend_the_global_bo
     assert await admitted(rate_limits, LOCAL, "prompts/get", 1) == 1
 
 
+@pytest.mark.anyio
 async def test_a_tokens_and_a_views_own_rate_take_the_place_of_the_default() -> None:
     token = TokenSettings(name="ci", token="x" * 16, rate="5/minute")
     view = ViewSettings(
@@ -90,6 +93,7 @@ async def test_a_tokens_and_a_views_own_rate_take_the_place_of_the_default() -> 
     assert await admitted(rate_limits, CI_PERSON, "prompts/get", 9) == 2  # no view of its own: the default
 
 
+@pytest.mark.anyio
 async def test_the_counts_outlive_new_limits() -> None:
     counts = Counts(None, 0.25)
     first = RateLimits(LimitsSettings(rate="2/minute"), counts)
@@ -98,6 +102,7 @@ async def test_the_counts_outlive_new_limits() -> None:
     assert await admitted(reloaded, CI_TOKEN, "prompts/get", 1) == 0
 
 
+@pytest.mark.anyio
 async def test_with_redis_gone_each_replica_counts_alone_at_once() -> None:
     nobody_listens = f"redis://127.0.0.1:{free_port()}/0"
     rate_limits = RateLimits(LimitsSettings(rate="2/minute", storage_timeout_s=0.2), Counts(nobody_listens, 0.2))
@@ -105,3 +110,18 @@ async def test_with_redis_gone_each_replica_counts_alone_at_once() -> None:
     with anyio.fail_after(5):
         assert await admitted(rate_limits, CI_TOKEN, "prompts/get", 4) == 2  # limited all the same
     assert time.monotonic() - started < 2  # Redis is tried once, then left alone for a while
+
+
+@pytest.mark.anyio
+async def test_connecting_and_pinging_are_not_counted() -> None:
+    rate_limits = limits(LimitsSettings(rate="1/minute", global_rate="1/minute"))
+    for method in ("initialize", "server/discover", "ping") * 3:
+        await rate_limits.admit(CI_TOKEN, method)
+    assert await admitted(rate_limits, CI_TOKEN, "prompts/get", 2) == 1
+
+
+@pytest.mark.parametrize("rate", ["0/minute", "fast", "10/fortnight", "10/second;"])
+def test_a_rate_that_is_none_is_refused_with_the_reason(rate: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config({"limits": {"rate": rate}})
+    assert "limits.rate" in refused.value.message

@@ -92,7 +92,8 @@ async def test_over_http_one_identity_limited_leaves_another_alone_and_is_audite
         metrics = (await http.get(f"{gateway.url}/metrics")).text
         assert 'prompt_gateway_rate_limited_total{limit="rate"} 2.0' in metrics
 
-        # a session's requests (the handshake era) are answered with the JSON-RPC error, HTTP 200
+        # a session's requests (the handshake era) are answered with the JSON-RPC error, HTTP 200;
+        # connecting (initialize, server/discover) and ping are not counted
         bob = httpx.AsyncClient(headers={"Authorization": f"Bearer {BOB}"}, timeout=30)
         async with bob:
             init = {
@@ -102,9 +103,22 @@ async def test_over_http_one_identity_limited_leaves_another_alone_and_is_audite
                 "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw"}},
             }
             accept = {"Accept": "application/json, text/event-stream"}
-            opened = await bob.post(url, json=init, headers=accept)  # bob's fourth request in the minute
-            assert opened.status_code == 200
-            assert opened.json()["error"]["code"] == -32029
+            opened = await bob.post(url, json=init, headers=accept)
+            assert "result" in opened.json()  # bob has spent his three
+            session = {
+                **accept,
+                "Mcp-Session-Id": opened.headers["mcp-session-id"],
+                "MCP-Protocol-Version": "2025-11-25",
+            }
+            await bob.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            get = {"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": {"name": "writing__summarize"}}
+            refused_in_session = await bob.post(url, json=get, headers=session)
+            assert refused_in_session.status_code == 200
+            assert refused_in_session.json()["error"]["code"] == -32029
+            assert refused_in_session.json()["error"]["data"]["limit"] == "rate"
+        metrics = (await http.get(f"{gateway.url}/metrics")).text
+        assert 'prompt_gateway_requests_total{method="prompts/get",outcome="ok"} 6.0' in metrics  # stateless too
+        assert 'prompt_gateway_requests_total{method="prompts/get",outcome="-32029"} 3.0' in metrics
 
 
 async def test_the_counts_outlive_a_reload(tmp_path: Path) -> None:

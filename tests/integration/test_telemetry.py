@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import mcp.types as t
 import pytest
@@ -247,3 +249,31 @@ async def test_a_trace_of_stateless_2026_07_28_requests_has_no_session(tmp_path:
             assert fan_out.attributes["prompt_gateway.upstreams"] == 2
         await the_metrics(collector)
         assert "mcp.server.session.duration" not in collector.metrics
+
+
+async def test_check_and_the_other_commands_export_nothing(tmp_path: Path) -> None:
+    """Only ``serve`` traces: a ``check`` run as a CI probe must not put root spans into production traces."""
+    async with otlp_collector() as collector:
+        config = write_config(tmp_path / "g.toml", [sdk_upstream("pipe", "meta_echo")], telemetry=telemetry(collector))
+        checked = await anyio.run_process(
+            [sys.executable, "-m", "gateway", "check", "--config", str(config)], cwd=ROOT, check=False
+        )
+        assert checked.returncode == 0, checked.stderr.decode()
+        assert collector.spans == []  # the process has exited: whatever it would have sent, it had sent
+        assert collector.metrics == {}
+
+
+def test_telemetry_on_without_the_sdk_installed_is_a_config_error_saying_how(tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow" / "opentelemetry"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")  # an opentelemetry without the SDK
+    config = write_config(tmp_path / "g.toml", [], telemetry={"enabled": True})
+    checked = subprocess.run(
+        [sys.executable, "-m", "gateway", "check", "--config", str(config)],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
+        env={**os.environ, "PYTHONPATH": f"{shadow.parent}{os.pathsep}{ROOT}"},
+    )  # fmt: skip
+    assert checked.returncode == 2, checked.stderr
+    assert "Traceback" not in checked.stderr
+    assert "[telemetry] is enabled but the OpenTelemetry SDK is not installed" in checked.stderr
+    assert "pip install '.[telemetry]'" in checked.stderr
