@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -20,6 +21,7 @@ import structlog
 from gateway import __version__
 from gateway.app import Gateway, run_gateway, telemetry_wanted
 from gateway.config import AuthSettings, Config, ServerSettings, load_config
+from gateway.explaining import explain_command
 from gateway.importer.clients import CLIENT_FORMATS, client_of
 from gateway.importer.writer import import_client_config
 from gateway.observability.logs import configure_logging
@@ -67,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         ("list", "print the unified, policy-filtered prompt list"),
         ("health", "ask the running HTTP gateway of this config for /healthz: exit 0 if healthy (a probe)"),
         ("render", "print a prompt's messages as a client would receive them"),
+        ("explain", "say why a caller (a token, or an access token's claims) sees a prompt or not"),
     ):
         sub = commands.add_parser(name, help=text, description=text)
         sub.add_argument("--config", "-c", required=True, help="path to the TOML config")
@@ -84,6 +87,15 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--tag", action="append", help="only prompts with this tag (repeatable: all of them)")
         if name == "serve":
             sub.add_argument("--watch", action="store_true", help="reload the config when the file changes")
+        if name == "explain":
+            sub.add_argument("name", nargs="?", help="the prompt's name as clients see it (omit with --all)")
+            sub.add_argument("--all", action="store_true", help="every prompt the upstreams list, one line each")
+            caller = sub.add_mutually_exclusive_group()
+            caller.add_argument("--token", metavar="TOKEN_NAME", help="as the [[server.tokens]] entry of this name")
+            caller.add_argument(
+                "--claims", metavar="FILE.json", help="as a person whose access token holds these claims"
+            )
+            sub.add_argument("--json", action="store_true", help="print the decisions as JSON")
     return parser
 
 
@@ -365,7 +377,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _health(config.server)
     if args.command == "render":
         return anyio.run(_render, config, args.name, tuple(args.arg), args.json)
+    if args.command == "explain":
+        return _explain(config, args)
     return anyio.run(_list, config, args.json, tuple(args.tag or ()))
+
+
+def _explain(config: Config, args: argparse.Namespace) -> int:
+    if (args.name is None) == (not args.all):
+        print("prompt-gateway: explain takes a prompt NAME or --all", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        run = functools.partial(explain_command, token=args.token, claims_file=args.claims, as_json=args.json)
+        return anyio.run(run, config, None if args.all else args.name)
+    except ConfigError as exc:
+        print(f"prompt-gateway: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
 
 
 if __name__ == "__main__":

@@ -12,7 +12,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "gateway"
 STAGES: list[tuple[str, ...]] = [
-    ("app", "serving", "__main__", "testing", "demo", "importer"),  # the composition root, tools beside the flow
+    (
+        "app",
+        "serving",
+        "__main__",
+        "testing",
+        "demo",
+        "importer",
+        "explaining",
+    ),  # the composition root, tools beside the flow
     ("frontend",),
     ("identity",),
     ("catalog",),

@@ -27,6 +27,7 @@ import structlog
 from pydantic import BaseModel
 
 from gateway.catalog.cursor import CursorCodec
+from gateway.catalog.explain import Explanation, Layer, explain
 from gateway.catalog.listing import Listing
 from gateway.catalog.mounts import (
     MAX_INDEX_PAGES,
@@ -231,12 +232,15 @@ class Catalog(Listing, Routing):
                 return mount.namespace
         return None
 
-    async def _note_collision(self, i: int, local: str, public: str) -> bool:
+    async def _collision_winner(self, i: int, local: str, public: str) -> str | None:
+        """The upstream that shows ``public`` in place of upstream ``i``'s ``local``, if another does."""
         mount = self.mounts[i]
         if mount.renames and mount.local_name(public) != local:
-            winner: str | None = mount.namespace  # another prompt of the same upstream was renamed to it
-        else:
-            winner = await self._owned_earlier(i, public)
+            return mount.namespace  # another prompt of the same upstream was renamed to it
+        return await self._owned_earlier(i, public)
+
+    async def _note_collision(self, i: int, local: str, public: str) -> bool:
+        winner = await self._collision_winner(i, local, public)
         if winner is None:
             return False
         state = self._states[i]
@@ -250,6 +254,36 @@ class Catalog(Listing, Routing):
     # ---- routing -------------------------------------------------------------------------------
 
     # ---- reports ---------------------------------------------------------------------------------
+
+    async def explanations(
+        self, layers: Sequence[Layer], name: str | None = None
+    ) -> tuple[list[Explanation], list[str]]:
+        """Every prompt the upstreams list (or those whose public name is ``name``) explained for a caller
+        whose requests go through the global policy and then ``layers``; and the upstreams that could
+        not be read. What ``_visible`` and the collision check decide when serving, with the reasons."""
+        found: list[Explanation] = []
+        unavailable: list[str] = []
+        everyone = [Layer("the global [policy]", self._policy), *layers]
+        for i, mount in enumerate(self.mounts):
+            try:
+                index = await self._index(i, refresh=True) if mount.source.ready else None
+            except UpstreamError:
+                index = None
+            if index is None:
+                unavailable.append(mount.namespace)
+                continue
+            for local, entry in index.items():
+                public = mount.public_name(local)
+                if name is not None and public != name:
+                    continue
+                tags = mount.tags(entry)
+                explained = explain(mount, local, tags, everyone, shown_instead=None)
+                if explained.visible:
+                    winner = await self._collision_winner(i, local, public)
+                    if winner is not None:
+                        explained = explain(mount, local, tags, everyone, shown_instead=winner)
+                found.append(explained)
+        return found, unavailable
 
     async def prompt_counts(self) -> dict[str, int | UpstreamError]:
         """Per upstream, how many prompts it lists (before policy), or why it could not be listed."""

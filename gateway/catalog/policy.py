@@ -186,6 +186,20 @@ class _DenyGlobs:
             return False
         return bool(self._exact.match(text) or self._skeleton.match(skeleton(text, self.separator)))
 
+    def which(self, text: str) -> tuple[str, bool] | None:
+        """The pattern that matches ``text`` and whether only as a look-alike (its skeleton), or None.
+        Asked only after :meth:`match` said yes (``explain``): the serving path keeps the one regex."""
+        if not self.match(text):
+            return None
+        folded = skeleton(text, self.separator)
+        for pattern in self.patterns:
+            if fnmatch.fnmatchcase(text, pattern):
+                return pattern, False
+        for pattern in self.patterns:
+            if fnmatch.fnmatchcase(folded, skeleton(pattern, self.separator)):
+                return pattern, True
+        return self.patterns[0], True  # (unreachable: the union matched, so one of its parts does)
+
 
 @dataclass(frozen=True)
 class Rules:
@@ -235,6 +249,29 @@ class Rules:
             return True
         return self._allow_tags is not None and any(self._allow_tags.match(tag) for tag in tags)
 
+    def decide(self, name: str, tags: Collection[str] = (), *, original: str | None = None) -> Decision:
+        """What :meth:`allows` answers, and the rule that made it so (``explain``)."""
+        allowed = self.allows(name, tags, original=original)
+        found = self._deny.which(name)
+        if found is not None:
+            return Decision(False, f"deny {found[0]!r}", "a look-alike of the name" if found[1] else "the name")
+        if original is not None and original != name:
+            found = self._deny.which(original)
+            if found is not None:
+                return Decision(False, f"deny {found[0]!r}", f"its name before the rename, {original!r}")
+        for tag in tags:
+            found = self._deny_tags.which(tag)
+            if found is not None:
+                return Decision(False, f"deny_tags {found[0]!r}", f"its tag {tag!r}")
+        if self._allow is None or not self._allow.match(name):
+            return Decision(False, f"allow {list(self.allow)!r}", "no allow pattern matches the name exactly")
+        if self.allow_tags is not None and not allowed:
+            return Decision(False, f"allow_tags {list(self.allow_tags)!r}", f"none of its tags {sorted(tags)!r}")
+        pattern = next(p for p in self.allow if fnmatch.fnmatchcase(name, p))
+        because = f"allow {pattern!r}" + (" and allow_tags" if self.allow_tags is not None else "")
+        assert allowed  # noqa: S101 - the same predicates as allows(); a difference is a defect here
+        return Decision(True, because, "the name")
+
     def may_allow_under(self, prefix: str) -> bool:
         """Whether some name starting with ``prefix`` could be allowed: no deny glob ending in ``*`` covers
         the whole prefix, and some allow glob can begin with it. Errs towards True (it is used to decide
@@ -247,6 +284,16 @@ class Rules:
 
 
 ALLOW_ALL = Rules()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One policy's answer for one prompt: shown or not, the rule that decided, what of the prompt it
+    matched (the name, a look-alike of it, its name before a rename, a tag)."""
+
+    allowed: bool
+    rule: str
+    matched: str
 
 
 @functools.lru_cache(maxsize=1024)

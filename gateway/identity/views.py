@@ -58,10 +58,14 @@ class ClaimViews:
     def __init__(self, views: Iterable[ViewSettings], separator: str) -> None:
         self._views = [(view, Rules.of(view.policy, separator)) for view in views]
 
+    def matching(self, claims: Mapping[str, Any]) -> list[tuple[str, Rules]]:
+        """The views a token with these claims matches, by name, with their rules (``explain`` names them)."""
+        return [(view.name, rules) for view, rules in self._views if matches(view.match, claims)]
+
     def viewer_for(self, claims: Mapping[str, Any], extra: Sequence[Rules] = ()) -> Viewer | None:
         """The viewer for a token with these claims (``extra``: rules that apply anyway), or None when
         nothing narrows the global policy."""
-        matched = [(view.name, rules) for view, rules in self._views if matches(view.match, claims)]
+        matched = self.matching(claims)
         rules = tuple(r for _, r in matched) + tuple(extra)
         if not rules:
             return None

@@ -1,0 +1,93 @@
+"""Why a caller sees a prompt or not, from the policy code that serves requests: each policy that applies
+(the upstream's own on its own name, the global one, the caller's token or views) asked in turn with
+``Rules.decide``, which answers what ``Rules.allows`` answers and names the rule; the override that
+shaped the prompt's name, and the collision that hid it behind another upstream's prompt of the same
+name. Sans-IO: the catalog hands in what it has indexed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.catalog.mounts import Mount
+from gateway.catalog.policy import Decision, Rules
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    """One policy a caller's requests go through, named as the config names it."""
+
+    name: str  # "the global [policy]", "token ci", "view contractors"
+    rules: Rules
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """One prompt, for one caller."""
+
+    public: str  # the name clients see
+    upstream: str
+    local: str  # the upstream's own name
+    tags: tuple[str, ...]
+    renamed: bool  # an override gave it its public name (deny rules judge the name before it too)
+    decisions: tuple[tuple[str, Decision], ...]  # each policy's answer, in the order they apply
+    shown_instead: str | None = None  # the upstream whose prompt of the same name is shown in its place
+    overridden: tuple[str, ...] = field(default=())  # what its override changes: "name", "description"...
+
+    @property
+    def visible(self) -> bool:
+        return self.shown_instead is None and all(decision.allowed for _, decision in self.decisions)
+
+    @property
+    def decided_by(self) -> str:
+        """The policy and rule that hid it, or what let it through."""
+        if self.shown_instead is not None:
+            return f"a collision: upstream {self.shown_instead} shows a prompt of the same name first"
+        for where, decision in self.decisions:
+            if not decision.allowed:
+                return f"{where}: {decision.rule} ({decision.matched})"
+        return "; ".join(f"{where}: {decision.rule}" for where, decision in self.decisions)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.public,
+            "visible": self.visible,
+            "decidedBy": self.decided_by,
+            "upstream": self.upstream,
+            "upstreamName": self.local,
+            "renamed": self.renamed,
+            "overridden": list(self.overridden),
+            "tags": list(self.tags),
+            "policies": [
+                {"policy": where, "allowed": d.allowed, "rule": d.rule, "matched": d.matched}
+                for where, d in self.decisions
+            ],
+            "shownInstead": self.shown_instead,
+        }
+
+
+def explain(
+    mount: Mount, local: str, tags: tuple[str, ...], layers: Sequence[Layer], *, shown_instead: str | None
+) -> Explanation:
+    """Upstream ``mount``'s prompt ``local`` for a caller whose requests go through ``layers`` (the
+    global policy first), as the catalog's visibility check decides it."""
+    public = mount.public_name(local)
+    natural = mount.natural_name(local)
+    decisions = [(f"upstream {mount.namespace}'s policy", mount.rules.decide(local, tags))]
+    decisions += [(layer.name, layer.rules.decide(public, tags, original=natural)) for layer in layers]
+    override = mount.overrides.get(local)
+    overridden = (
+        tuple(sorted(k for k, v in override.model_dump(exclude_defaults=True).items() if v)) if override else ()
+    )
+    return Explanation(
+        public=public,
+        upstream=mount.namespace,
+        local=local,
+        tags=tags,
+        renamed=public != natural,
+        decisions=tuple(decisions),
+        shown_instead=shown_instead,
+        overridden=overridden,
+    )

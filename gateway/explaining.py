@@ -1,0 +1,101 @@
+"""``prompt-gateway explain``: why a caller sees a prompt or not. The caller is named as the config knows
+it (a ``[[server.tokens]]`` name, or the claims of a person's access token, matched against the views);
+the upstreams are asked for their lists as when serving, and the catalog explains each prompt with the
+policy code that serves requests (``catalog/explain.py``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gateway.app import run_gateway
+from gateway.catalog.explain import Explanation, Layer
+from gateway.catalog.policy import Rules
+from gateway.config import Config
+from gateway.identity.views import ClaimViews
+from gateway.protocol.errors import ConfigError
+
+EXIT_VISIBLE, EXIT_HIDDEN, EXIT_USAGE = 0, 1, 2
+
+
+def caller_layers(config: Config, *, token: str | None, claims: dict[str, Any] | None) -> tuple[str, list[Layer]]:
+    """Who is asking, in words, and the policies beyond the global one their requests go through."""
+    separator = config.gateway.namespace_separator
+    if token is not None:
+        tokens = {t.name: t for t in config.server.tokens}
+        if token not in tokens:
+            known = ", ".join(sorted(tokens)) or "none are configured"
+            raise ConfigError(f"--token {token!r}: no [[server.tokens]] entry has that name ({known})")
+        return f"token {token}", [Layer(f"token {token}'s policy", Rules.of(tokens[token].policy, separator))]
+    if claims is not None:
+        matched = ClaimViews(config.server.views, separator).matching(claims)
+        who = "a person whose token matches " + (", ".join(f"view {n}" for n, _ in matched) or "no view")
+        return who, [Layer(f"view {name}", rules) for name, rules in matched]
+    return "a caller without a token (stdio, or HTTP without [[server.tokens]])", []
+
+
+def read_claims(path: str) -> dict[str, Any]:
+    try:
+        claims = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--claims {path}: cannot be read as JSON ({exc})") from exc
+    if not isinstance(claims, dict):
+        raise ConfigError(f"--claims {path}: must hold a JSON object of claims, as an access token carries")
+    return claims
+
+
+def _described(explained: Explanation) -> list[str]:
+    verdict = "visible" if explained.visible else "hidden"
+    origin = f"upstream {explained.upstream}, its own name {explained.local!r}"
+    if explained.renamed:
+        origin += ", renamed by an override"
+    lines = [f"{explained.public}: {verdict}  ({origin})"]
+    if explained.overridden:
+        lines.append(f"  override sets: {', '.join(explained.overridden)}")
+    if explained.tags:
+        lines.append(f"  tags: {', '.join(explained.tags)}")
+    for where, decision in explained.decisions:
+        lines.append(f"  {where}: {'allows' if decision.allowed else 'hides'} it, {decision.rule} ({decision.matched})")
+        if not decision.allowed:
+            break  # deny wins: what comes after never decides
+    if explained.shown_instead is not None:
+        lines.append(f"  hidden by a collision: upstream {explained.shown_instead} shows a prompt of this name first")
+    return lines
+
+
+async def explain_command(
+    config: Config, name: str | None, *, token: str | None, claims_file: str | None, as_json: bool
+) -> int:
+    claims = read_claims(claims_file) if claims_file is not None else None
+    who, layers = caller_layers(config, token=token, claims=claims)
+    async with run_gateway(config, settle=True) as gateway:
+        explained, unavailable = await gateway.catalog.explanations(layers, name)
+        everything = [e.public for e in (await gateway.catalog.explanations(layers))[0]] if not explained else []
+    if as_json:
+        print(
+            json.dumps(
+                {"caller": who, "prompts": [e.as_json() for e in explained], "unavailable": unavailable}, indent=2
+            )
+        )
+    else:
+        print(f"for {who}:")
+        for item in explained:
+            print(
+                "\n".join(_described(item))
+                if name is not None
+                else f"  {item.public}: {'visible' if item.visible else 'hidden'} — {item.decided_by}"
+            )
+    for namespace in unavailable:
+        print(f"warning: upstream {namespace} is unavailable: its prompts are not explained", file=sys.stderr)
+    if name is None:
+        return EXIT_VISIBLE
+    if not explained:
+        near = difflib.get_close_matches(name, everything, n=3)
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        print(f"no upstream lists a prompt named {name!r}{hint}", file=sys.stderr)
+        return EXIT_HIDDEN
+    return EXIT_VISIBLE if any(e.visible for e in explained) else EXIT_HIDDEN

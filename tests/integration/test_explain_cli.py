@@ -1,0 +1,89 @@
+"""``prompt-gateway explain`` against the real thing: what it calls visible for a token is exactly what the
+HTTP front end lists for that token, and a hidden prompt names the policy and rule that hid it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.helpers import ROOT, demo_upstream, running_gateway, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+CI = "ci-token-0123456789abcdef"
+
+
+def config(tmp_path: Path) -> Path:
+    return write_config(
+        tmp_path / "g.toml",
+        [demo_upstream("writing", "writing"), demo_upstream("eng", "engineering", policy={"deny": ["internal_*"]})],
+        server={"transport": "http", "port": 0},
+        tokens=[{"name": "ci", "token": CI, "policy": {"allow": ["*"], "deny": ["eng__commit_*"]}}],
+        policy={"deny": ["writing__proofread"]},
+    )
+
+
+def explain(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "gateway", "explain", *args, "--config", str(path)]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, timeout=60)
+
+
+async def test_explain_answers_as_the_server_lists(tmp_path: Path) -> None:
+    path = config(tmp_path)
+    explained = explain(path, "--all", "--token", "ci", "--json")
+    assert explained.returncode == 0, explained.stderr
+    decisions = json.loads(explained.stdout)
+    assert decisions["caller"] == "token ci"
+    visible = {p["name"] for p in decisions["prompts"] if p["visible"]}
+    async with running_gateway(path) as gateway, httpx.AsyncClient(timeout=30) as http:
+        envelope = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        }
+        listed = await http.post(
+            f"{gateway.url}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "prompts/list", "params": {"_meta": envelope}},
+            headers={
+                "Authorization": f"Bearer {CI}",
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2026-07-28",
+                "Mcp-Method": "prompts/list",
+            },
+        )
+    assert visible == {p["name"] for p in listed.json()["result"]["prompts"]}
+    assert "eng__commit_message" not in visible
+
+
+def test_a_hidden_prompt_names_the_policy_and_rule_that_hid_it(tmp_path: Path) -> None:
+    path = config(tmp_path)
+    hidden = explain(path, "eng__commit_message", "--token", "ci")
+    assert hidden.returncode == 1
+    assert "eng__commit_message: hidden" in hidden.stdout
+    assert "token ci's policy: hides it, deny 'eng__commit_*' (the name)" in hidden.stdout
+    upstream_rule = explain(path, "eng__internal_debug_dump")
+    assert "upstream eng's policy: hides it, deny 'internal_*' (the name)" in upstream_rule.stdout
+    global_rule = explain(path, "writing__proofread", "--json")
+    assert json.loads(global_rule.stdout)["prompts"][0]["decidedBy"] == (
+        "the global [policy]: deny 'writing__proofread' (the name)"
+    )
+    assert explain(path, "eng__code_review", "--token", "ci").returncode == 0
+
+
+def test_explain_says_what_it_cannot_explain(tmp_path: Path) -> None:
+    path = config(tmp_path)
+    unknown_token = explain(path, "eng__code_review", "--token", "nobody")
+    assert unknown_token.returncode == 2
+    assert "no [[server.tokens]] entry has that name (ci)" in unknown_token.stderr
+    typo = explain(path, "eng__code_reveiw")
+    assert typo.returncode == 1
+    assert "did you mean eng__code_review" in typo.stderr
+    claims = tmp_path / "claims.json"
+    claims.write_text("[1, 2]")
+    assert "must hold a JSON object of claims" in explain(path, "--all", "--claims", str(claims)).stderr
+    assert explain(path, "--config-less").returncode == 2
