@@ -78,7 +78,9 @@ class Gateway:
         self.catalog = self._build_catalog(config)
         self._limit_counts = Counts(config.cluster.redis_url, config.limits.storage_timeout_s)
         self.rate_limits = self._rate_limits(config)
-        self.audit = AuditTrail(config.server.audit)
+        keep = config.server.admin.recent_audit_events if config.server.admin.enabled else 0
+        self.audit = AuditTrail(config.server.audit, keep_recent=keep)
+        self._states_changed = anyio.Event()
         self.service = PromptService(
             self.current_catalog,
             completions=self.offers_completions,
@@ -213,6 +215,12 @@ class Gateway:
     def _changed(self, namespace: str) -> None:
         self.catalog.invalidate(namespace)
         self._debouncer.poke(namespace)
+        self._states_changed.set()
+        self._states_changed = anyio.Event()
+
+    async def states_changed(self) -> None:
+        """Until an upstream becomes ready or stops being so (the operator page's live states)."""
+        await self._states_changed.wait()
 
     @staticmethod
     def _secret_for(config: Config, previous: tuple[bytes, ...] | None) -> tuple[bytes, ...]:

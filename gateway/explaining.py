@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.app import run_gateway
-from gateway.catalog.explain import Explanation, Layer
+from gateway.catalog.explain import Layer
 from gateway.catalog.policy import Rules
 from gateway.config import Config
 from gateway.identity.views import ClaimViews
@@ -48,32 +48,13 @@ def read_claims(path: str) -> dict[str, Any]:
     return claims
 
 
-def _described(explained: Explanation) -> list[str]:
-    verdict = "visible" if explained.visible else "hidden"
-    origin = f"upstream {explained.upstream}, its own name {explained.local!r}"
-    if explained.renamed:
-        origin += ", renamed by an override"
-    lines = [f"{explained.public}: {verdict}  ({origin})"]
-    if explained.overridden:
-        lines.append(f"  override sets: {', '.join(explained.overridden)}")
-    if explained.tags:
-        lines.append(f"  tags: {', '.join(explained.tags)}")
-    for where, decision in explained.decisions:
-        lines.append(f"  {where}: {'allows' if decision.allowed else 'hides'} it, {decision.rule} ({decision.matched})")
-        if not decision.allowed:
-            break  # deny wins: what comes after never decides
-    if explained.shown_instead is not None:
-        lines.append(f"  hidden by a collision: upstream {explained.shown_instead} shows a prompt of this name first")
-    return lines
-
-
 async def explain_command(
     config: Config, name: str | None, *, token: str | None, claims_file: str | None, as_json: bool
 ) -> int:
     claims = read_claims(claims_file) if claims_file is not None else None
     who, layers = caller_layers(config, token=token, claims=claims)
     async with run_gateway(config, settle=True) as gateway:
-        explained, unavailable = await gateway.catalog.explanations(layers, name)
+        explained, unavailable = await gateway.catalog.explanations(layers, name, refresh=True)
         everything = [e.public for e in (await gateway.catalog.explanations(layers))[0]] if not explained else []
     if as_json:
         print(
@@ -85,7 +66,7 @@ async def explain_command(
         print(f"for {who}:")
         for item in explained:
             print(
-                "\n".join(_described(item))
+                "\n".join(item.described())
                 if name is not None
                 else f"  {item.public}: {'visible' if item.visible else 'hidden'} — {item.decided_by}"
             )

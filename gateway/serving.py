@@ -216,8 +216,14 @@ async def serve_http(
         def capture_signals(self) -> Iterator[None]:
             yield
 
+    routes = gateway.metrics.routes(lambda: gateway.connectors, gateway.cluster.status)
+    if settings.admin.enabled:  # the operator page: its own token, or loopback only
+        from gateway.frontend.admin.page import AdminPage
+        from gateway.operator_view import GatewayOperatorView
+
+        routes = [*routes, *AdminPage(settings.admin, GatewayOperatorView(gateway)).routes()]
     uv_config = uvicorn.Config(
-        frontend.app(gateway.metrics.routes(lambda: gateway.connectors, gateway.cluster.status)),
+        frontend.app(routes),
         log_config=None, access_log=False, lifespan="off",
         timeout_graceful_shutdown=max(1, round(grace)), server_header=False,
         http=guarded(HttpToolsProtocol, connection_bounds(settings)),  # uvicorn's llhttp protocol, behind the bounds

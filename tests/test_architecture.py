@@ -12,15 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "gateway"
 STAGES: list[tuple[str, ...]] = [
-    (
-        "app",
-        "serving",
-        "__main__",
-        "testing",
-        "demo",
-        "importer",
-        "explaining",
-    ),  # the composition root, tools beside the flow
+    # the composition root, and the tools beside the flow
+    ("app", "serving", "__main__", "testing", "demo", "importer", "explaining", "operator_view"),
     ("frontend",),
     ("identity",),
     ("catalog",),

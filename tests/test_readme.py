@@ -14,6 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from gateway.config import (
+    AdminSettings,
     ArgumentOverride,
     AuditSettings,
     AuthSettings,
@@ -63,6 +64,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     ClusterSettings,
     TelemetrySettings,
     LimitsSettings,
+    AdminSettings,
 )
 
 # Commands the README shows that a test cannot run, and why.

@@ -255,8 +255,12 @@ class Catalog(Listing, Routing):
 
     # ---- reports ---------------------------------------------------------------------------------
 
+    def listed_counts(self) -> dict[str, int]:
+        """How many prompts each upstream last listed (before policy), as far as the catalog knows."""
+        return {mount.namespace: len(self._known_names[i]) for i, mount in enumerate(self.mounts)}
+
     async def explanations(
-        self, layers: Sequence[Layer], name: str | None = None
+        self, layers: Sequence[Layer], name: str | None = None, *, refresh: bool = False
     ) -> tuple[list[Explanation], list[str]]:
         """Every prompt the upstreams list (or those whose public name is ``name``) explained for a caller
         whose requests go through the global policy and then ``layers``; and the upstreams that could
@@ -266,7 +270,7 @@ class Catalog(Listing, Routing):
         everyone = [Layer("the global [policy]", self._policy), *layers]
         for i, mount in enumerate(self.mounts):
             try:
-                index = await self._index(i, refresh=True) if mount.source.ready else None
+                index = await self._index(i, refresh=refresh) if mount.source.ready else None
             except UpstreamError:
                 index = None
             if index is None:

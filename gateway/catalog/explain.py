@@ -50,6 +50,27 @@ class Explanation:
                 return f"{where}: {decision.rule} ({decision.matched})"
         return "; ".join(f"{where}: {decision.rule}" for where, decision in self.decisions)
 
+    def described(self) -> list[str]:
+        """The explanation in words, as ``prompt-gateway explain`` and the operator page print it."""
+        verdict = "visible" if self.visible else "hidden"
+        origin = f"upstream {self.upstream}, its own name {self.local!r}"
+        if self.renamed:
+            origin += ", renamed by an override"
+        lines = [f"{self.public}: {verdict}  ({origin})"]
+        if self.overridden:
+            lines.append(f"  override sets: {', '.join(self.overridden)}")
+        if self.tags:
+            lines.append(f"  tags: {', '.join(self.tags)}")
+        for where, decision in self.decisions:
+            lines.append(
+                f"  {where}: {'allows' if decision.allowed else 'hides'} it, {decision.rule} ({decision.matched})"
+            )
+            if not decision.allowed:
+                break  # deny wins: what comes after never decides
+        if self.shown_instead is not None:
+            lines.append(f"  hidden by a collision: upstream {self.shown_instead} shows a prompt of this name first")
+        return lines
+
     def as_json(self) -> dict[str, Any]:
         return {
             "name": self.public,

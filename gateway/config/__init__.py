@@ -31,6 +31,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+from gateway.config.admin import AdminSettings
 from gateway.config.limits import LimitsSettings
 from gateway.config.observability import TelemetrySettings
 from gateway.config.sections import (
@@ -67,6 +68,7 @@ from gateway.config.upstreams import (
 __all__ = [
     "ASYMMETRIC_ALGORITHMS",
     "NAMESPACE_PATTERN",
+    "AdminSettings",
     "ArgumentOverride",
     "AuditSettings",
     "AuthSettings",

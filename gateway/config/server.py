@@ -11,6 +11,7 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.config.admin import AdminSettings
 from gateway.config.limits import Rate
 from gateway.config.sections import NAMESPACE_PATTERN, PolicyRules, _Section, is_loopback
 
@@ -110,6 +111,7 @@ class ServerSettings(_Section):
     auth: AuthSettings | None = None
     views: tuple[ViewSettings, ...] = ()
     audit: AuditSettings = AuditSettings()
+    admin: AdminSettings = AdminSettings()
     prompts_as_tools: bool = False
     allow_unauthenticated: bool = False
     max_sessions: int = Field(10_000, ge=1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,13 +100,17 @@ class RefusedRequest:
 
 
 class AuditTrail:
-    def __init__(self, settings: AuditSettings) -> None:
+    def __init__(self, settings: AuditSettings, *, keep_recent: int = 0) -> None:
         self._values = settings.argument_values
+        self.recent: deque[dict[str, Any]] = deque(maxlen=keep_recent)
+        """The last events, newest last (the operator page shows them)."""
         self._file: TextIO | None = None
         if settings.file is not None:
             self._file = Path(settings.file).open("a", encoding="utf-8")  # noqa: SIM115 - lives with the trail
 
     def record(self, **event: Any) -> None:
+        if self.recent.maxlen:
+            self.recent.append({"timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **event})
         if self._file is None:
             log.info("audit", **event)
             return

@@ -18,6 +18,7 @@ States (the whole machine lives in ``_TRANSITIONS``):
 from __future__ import annotations
 
 import sys
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -141,6 +142,7 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
         self.server_info: dict[str, Any] = {}
         self.last_error: str | None = None
         self.restarts = 0
+        self.recent_ms: deque[float] = deque(maxlen=100)  # the last requests' durations (the operator page)
         self._settled = anyio.Event()
         self._listening = False  # a modern server acknowledged our subscriptions/listen
         self._listen_scope: anyio.CancelScope | None = None
@@ -201,11 +203,13 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
             raise UpstreamUnavailable(
                 self.namespace, f"is saturated ({self._max_in_flight} requests in flight)"
             ) from None
+        started = time.perf_counter()
         try:
             with tracing().client(method, params, to=self._destination, mcp_version=self.protocol_version) as span:
                 return await self._exchange(peer, stream, method, span.inject(self._for_server(params)), span)
         finally:
             self._slots.release()
+            self.recent_ms.append((time.perf_counter() - started) * 1000)
 
     async def _exchange(
         self, peer: RpcPeer, stream: Any, method: str, params: dict[str, Any] | None, span: ClientSpan

@@ -1,0 +1,1 @@
+"""The operator page (``[server.admin]``): its routes, template and static files."""

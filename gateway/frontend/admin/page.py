@@ -1,0 +1,193 @@
+"""The operator page (``[server.admin]``): what the gateway sees, read-only. Server-rendered HTML (Jinja2,
+autoescaped) with a little plain JavaScript from the package itself, under a Content-Security-Policy that
+allows nothing else; upstream states pushed as server-sent events; the explain form answered by the
+same explanations as ``prompt-gateway explain``.
+
+Who may look: with no ``token``, loopback clients only; with one, whoever presents it (``Authorization:
+Bearer``, or once through the sign-in form, which keeps it in an HttpOnly, SameSite=Strict cookie
+scoped to the page). Tokens and secrets are never rendered.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from importlib import resources
+from typing import Any, Protocol
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from gateway import __version__
+from gateway.config import AdminSettings
+from gateway.frontend.http.messages import sse_response
+
+COOKIE = "prompt_gateway_admin"
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",  # (no-referrer makes a browser send "Origin: null" with the sign-in form)
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+STATIC = {
+    "admin.js": "text/javascript; charset=utf-8",
+    "admin.css": "text/css; charset=utf-8",
+    "icon.svg": "image/svg+xml",
+}
+SIGN_IN = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>prompt-gateway · sign in</title>
+<link rel="stylesheet" href="{base}/static/admin.css"><link rel="icon" href="{base}/static/icon.svg">
+</head><body><h1>prompt-gateway</h1>
+<p>{message}</p><form method="post" action="{base}/sign-in"><label>admin token
+<input type="password" name="token" autocomplete="off" required></label>
+<button type="submit">sign in</button></form></body></html>"""
+MAX_FORM_BYTES = 4096
+
+
+class OperatorView(Protocol):
+    """What the page shows, read from the running gateway (the composition root provides it)."""
+
+    tokens: list[str]
+    views: list[str]
+    audit_enabled: bool
+
+    def upstreams(self) -> list[dict[str, Any]]: ...
+
+    async def prompts(self) -> list[dict[str, Any]]: ...
+
+    async def explain(self, name: str, caller: str) -> tuple[bool, str]: ...
+
+    def audit_events(self) -> list[dict[str, Any]]: ...
+
+    async def changed(self) -> None:
+        """Until an upstream's state changes."""
+
+
+def _environment() -> jinja2.Environment:
+    loader = jinja2.PackageLoader("gateway.frontend.admin", "templates")
+    return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def _is_loopback(host: str | None) -> bool:
+    try:
+        return host is not None and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class AdminPage:
+    def __init__(self, settings: AdminSettings, view: OperatorView) -> None:
+        self._settings = settings
+        self._view = view
+        self._base = settings.path.rstrip("/")
+        self._templates = _environment()
+
+    def routes(self) -> list[Route]:
+        base = self._base
+        return [
+            Route(base, self._guarded(self._page), methods=["GET"]),
+            Route(f"{base}/events", self._guarded(self._events), methods=["GET"]),
+            Route(f"{base}/explain", self._guarded(self._explain), methods=["GET"]),
+            Route(f"{base}/sign-in", self._sign_in, methods=["POST"]),
+            Route(f"{base}/static/{{name}}", self._static, methods=["GET"]),
+        ]
+
+    # ---- who may look --------------------------------------------------------------------------
+
+    def _refusal(self, request: Request) -> Response | None:
+        """None when the request may see the page, else the answer that refuses it."""
+        origin = request.headers.get("origin")
+        if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host"):
+            return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
+        if self._settings.token is None:
+            if _is_loopback(request.client.host if request.client else None):
+                return None
+            return _secured(PlainTextResponse("Forbidden: the operator page answers loopback only", status_code=403))
+        presented = request.cookies.get(COOKIE, "")
+        scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer":
+            presented = bearer.strip()
+        if hmac.compare_digest(presented.encode(), self._settings.token.encode()):
+            return None
+        return self._sign_in_page("Sign in with the operator page's token.", 401)
+
+    def _guarded(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def guarded(request: Request) -> Response:
+            refusal = self._refusal(request)
+            return refusal if refusal is not None else _secured(await handler(request))
+
+        return guarded
+
+    def _sign_in_page(self, message: str, status: int) -> Response:
+        html = SIGN_IN.format(base=self._base, message=message)
+        return _secured(HTMLResponse(html, status_code=status, headers={"WWW-Authenticate": "Bearer"}))
+
+    async def _sign_in(self, request: Request) -> Response:
+        if self._settings.token is None:
+            return _secured(PlainTextResponse("Not Found", status_code=404))
+        origin = request.headers.get("origin")
+        if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host"):
+            return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            return _secured(PlainTextResponse("Payload Too Large", status_code=413))
+        form = await request.form()
+        token = form.get("token")
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self._settings.token.encode()):
+            return self._sign_in_page("That is not the operator page's token.", 401)
+        answer = RedirectResponse(self._base, status_code=303)
+        secure = request.url.scheme == "https"
+        answer.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=secure, path=self._base)
+        return _secured(answer)
+
+    # ---- what it shows -------------------------------------------------------------------------
+
+    async def _page(self, request: Request) -> Response:
+        view = self._view
+        prompts = await view.prompts()  # first: it reads the lists, whose counts the upstream rows show
+        html = self._templates.get_template("admin.html").render(
+            base=self._base,
+            version=__version__,
+            upstreams=view.upstreams(),
+            prompts=prompts,
+            tokens=view.tokens,
+            views=view.views,
+            audit_enabled=view.audit_enabled,
+            audit=view.audit_events(),
+        )
+        return HTMLResponse(html)
+
+    async def _events(self, request: Request) -> Response:
+        async def states() -> AsyncIterator[bytes]:
+            while True:
+                yield f"event: upstreams\ndata: {json.dumps(self._view.upstreams())}\n\n".encode()
+                await self._view.changed()
+
+        return sse_response(states())
+
+    async def _explain(self, request: Request) -> Response:
+        name = request.query_params.get("name", "")[:512]
+        caller = request.query_params.get("caller", "")[:200]
+        if not name:
+            return PlainTextResponse("Bad Request: name the prompt", status_code=400)
+        _, text = await self._view.explain(name, caller)
+        return PlainTextResponse(text)
+
+    async def _static(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return _secured(PlainTextResponse("Not Found", status_code=404))
+        data = resources.files("gateway.frontend.admin").joinpath("static").joinpath(name).read_bytes()
+        return _secured(Response(data, media_type=STATIC[name]))
+
+
+def _secured(response: Response, headers: Mapping[str, str] = SECURITY_HEADERS) -> Response:
+    response.headers.update(headers)
+    return response

@@ -1,0 +1,122 @@
+"""The operator page in a real browser: headless Chromium (Debian's ``chromium``) driven by Playwright,
+pointed at that executable (no browser download). Signing in is required; the page shows the upstreams'
+states, one killed turns red without a reload, and the explain form answers as ``prompt-gateway
+explain`` does. Skipped with the reason where Chromium or Playwright is missing (``.ci/run`` installs
+both and requires them)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import psutil
+import pytest
+
+from tests.integration.helpers import ROOT, demo_upstream, running_gateway, sdk_upstream, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+ADMIN = "operator-token-0123456789"
+CI = "ci-token-0123456789abcdef"
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    required = os.environ.get("REQUIRE_SERVICES") == "1"
+    if path is None:
+        if required:
+            pytest.fail("chromium is required here (apt-get install chromium)")
+        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run does it)")
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        if required:
+            pytest.fail("playwright is required here (pip install playwright)")
+        pytest.skip("playwright is not installed (pip install playwright; .ci/run does it)")
+    return path
+
+
+def config(tmp_path: Path) -> Path:
+    return write_config(
+        tmp_path / "g.toml",
+        [demo_upstream("writing", "writing"), sdk_upstream("echo", "meta_echo")],
+        server={"transport": "http", "port": 0, "admin": {"enabled": True, "token": ADMIN}},
+        tokens=[{"name": "ci", "token": CI, "policy": {"deny": ["writing__proof*"]}}],
+        gateway={"restart_initial_s": 60},  # a killed upstream stays down while the page is looked at
+        policy={"deny": ["writing__translate"]},
+    )
+
+
+async def test_unauthenticated_access_is_refused(tmp_path: Path) -> None:
+    async with running_gateway(config(tmp_path)) as gateway, httpx.AsyncClient(base_url=gateway.url) as http:
+        for path in ("/admin", "/admin/events", "/admin/explain?name=x"):
+            refused = await http.get(path)
+            assert refused.status_code == 401, path
+            assert ADMIN not in refused.text
+        wrong = await http.post("/admin/sign-in", data={"token": "not-the-token-at-all"})
+        assert wrong.status_code == 401
+        other_site = await http.post(
+            "/admin/sign-in", data={"token": ADMIN}, headers={"Origin": "https://evil.example"}
+        )
+        assert other_site.status_code == 403
+        assert (await http.get("/admin", headers={"Authorization": f"Bearer {CI}"})).status_code == 401  # not ADMIN
+        page = await http.get("/admin", headers={"Authorization": f"Bearer {ADMIN}"})
+        assert page.status_code == 200
+        signed = {"Authorization": f"Bearer {ADMIN}"}
+        for query in ("name=%00%ff%fe", "name=" + "x" * 5000, "name=a&caller=token:../../etc", "name=a&caller=view:"):
+            odd = await http.get(f"/admin/explain?{query}", headers=signed)  # hostile values: a clear answer
+            assert odd.status_code == 200, query
+            assert odd.text.startswith(("no upstream lists", "no such caller")), odd.text
+        assert (await http.get("/admin/explain", headers=signed)).status_code == 400
+        assert (await http.get("/admin/static/../page.py", headers=signed)).status_code == 404
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert ADMIN not in page.text
+        assert CI not in page.text
+
+
+async def test_the_page_in_a_browser(tmp_path: Path) -> None:
+    executable = chromium()
+    from playwright.async_api import async_playwright, expect
+
+    path = config(tmp_path)
+    async with running_gateway(path) as gateway, async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        page = await browser.new_page()
+        await page.goto(f"{gateway.url}/admin")  # the sign-in form (answered 401)
+        problems: list[str] = []
+        page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+        await page.fill("input[name=token]", ADMIN)
+        await page.click("button[type=submit]")
+        await expect(page.locator("tr[data-upstream=writing] td.state")).to_have_text("ready")
+        await expect(page.locator("tr[data-upstream=echo] td.state")).to_have_text("ready")
+        catalog = page.locator("#catalog")
+        await expect(catalog).to_contain_text("writing__summarize")
+        proofread = catalog.locator("tr", has_text="writing__proofread")
+        await expect(proofread).to_contain_text("nobody")  # the ci token's policy denies it, and tokens are required
+        await page.screenshot(path=str(tmp_path / "operator-page.png"), full_page=True)
+
+        # the explain form answers as the command does
+        await page.fill("#explain input[name=name]", "writing__proofread")
+        await page.select_option("#explain select[name=caller]", "token:ci")
+        await page.click("#explain button[type=submit]")
+        answered = page.locator("#explained")
+        await expect(answered).to_contain_text("hides it")
+        command = [sys.executable, "-m", "gateway", "explain", "writing__proofread", "--token", "ci"]
+        cli = await anyio.run_process([*command, "--config", str(path)], cwd=ROOT, check=False)
+        assert (await answered.inner_text()).strip() == cli.stdout.decode().strip()
+        # an upstream killed turns red, without a reload
+        child = next(
+            p
+            for p in psutil.Process(gateway.process.pid).children(recursive=True)
+            if "meta_echo" in " ".join(p.cmdline())
+        )
+        child.kill()
+        await expect(page.locator("tr[data-upstream=echo]")).to_have_class("state-backing-off", timeout=20_000)
+        await expect(page.locator("tr[data-upstream=writing] td.state")).to_have_text("ready")
+
+        await browser.close()
+        assert problems == []  # nothing the Content-Security-Policy refused, no script error
