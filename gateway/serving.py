@@ -221,7 +221,8 @@ async def serve_http(
         from gateway.frontend.admin.page import AdminPage
         from gateway.operator_view import GatewayOperatorView
 
-        routes = [*routes, *AdminPage(settings.admin, GatewayOperatorView(gateway)).routes()]
+        page = AdminPage(settings.admin, GatewayOperatorView(gateway), scopes_of=frontend.access_token_scopes)
+        routes = [*routes, *page.routes()]
     uv_config = uvicorn.Config(
         frontend.app(routes),
         log_config=None, access_log=False, lifespan="off",

@@ -132,6 +132,12 @@ class ServerSettings(_Section):
         return self
 
     @model_validator(mode="after")
+    def _admin_scope_needs_access_tokens(self) -> ServerSettings:
+        if self.admin.scope is not None and self.auth is None:
+            raise ValueError("server.admin.scope is read from access tokens: configure [server.auth] issuers too")
+        return self
+
+    @model_validator(mode="after")
     def _tokens_are_distinct(self) -> ServerSettings:
         names = [t.name for t in self.tokens]
         if len(set(names)) != len(names):

@@ -46,6 +46,7 @@ ALICE = {"client_id": "alice", "client_secret": "alice-secret-0123456789", "grou
 BOB = {"client_id": "bob", "client_secret": "bob-secret-0123456789ab", "groups": ["sales"]}
 OUTSIDER = {"client_id": "mallory", "client_secret": "mallory-secret-012345678", "scope": "prompts:admin"}
 NAMESAKE = {"client_id": "ci", "client_secret": "ci-client-secret-0123456789", "groups": ["eng"]}
+OPERATOR = {"client_id": "ops", "client_secret": "ops-secret-0123456789abcd", "scope": "prompts:read prompts:admin"}
 """A person (a client) whose subject is the name of a static token, ``ci``."""
 CI_TOKEN = "ci-static-token-0123456789abcdef"
 STATIC_CI = f"""[[server.tokens]]
@@ -104,7 +105,7 @@ async def identity_setup(
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     key = signing_key("key-1")
-    clients = [ALICE, BOB, OUTSIDER, NAMESAKE]
+    clients = [ALICE, BOB, OUTSIDER, NAMESAKE, OPERATOR]
     async with oidc_provider(tmp_path, resource=url, keys=[key], clients=clients) as provider:
         config = tmp_path / "gateway.toml"
         audit = tmp_path / "audit.jsonl"
@@ -490,3 +491,18 @@ async def test_refusals_are_audited_with_who_and_what(tmp_path: Path) -> None:
     ]
     assert refused[0]["who"] == {"kind": "oauth", "name": "mallory", "issuer": setup.provider.issuer}
     assert refused[1]["who"] is None
+
+
+async def test_the_operator_page_takes_an_access_token_that_carries_its_scope(tmp_path: Path) -> None:
+    admin = '[server.admin]\nenabled = true\nscope = "prompts:admin"\n'
+    async with identity_setup(tmp_path, extra=admin) as setup, httpx.AsyncClient(timeout=20) as http:
+        operator = await token_for(setup, OPERATOR, "prompts:read prompts:admin")
+        reader = await token_for(setup, ALICE)
+        page = f"{setup.base}/admin"
+        assert (await http.get(page)).status_code == 401
+        assert (await http.get(page, headers={"Authorization": f"Bearer {reader}"})).status_code == 403
+        assert (await http.get(page, headers={"Authorization": "Bearer not-a-token"})).status_code == 401
+        shown = await http.get(page, headers={"Authorization": f"Bearer {operator}"})
+        assert shown.status_code == 200
+        assert "Upstreams" in shown.text
+        assert operator not in shown.text

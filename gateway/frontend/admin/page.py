@@ -83,9 +83,15 @@ def _is_loopback(host: str | None) -> bool:
 
 
 class AdminPage:
-    def __init__(self, settings: AdminSettings, view: OperatorView) -> None:
+    def __init__(
+        self,
+        settings: AdminSettings,
+        view: OperatorView,
+        scopes_of: Callable[[str], Awaitable[frozenset[str] | None]] | None = None,
+    ) -> None:
         self._settings = settings
         self._view = view
+        self._scopes_of = scopes_of
         self._base = settings.path.rstrip("/")
         self._templates = _environment()
 
@@ -101,12 +107,13 @@ class AdminPage:
 
     # ---- who may look --------------------------------------------------------------------------
 
-    def _refusal(self, request: Request) -> Response | None:
+    async def _refusal(self, request: Request) -> Response | None:
         """None when the request may see the page, else the answer that refuses it."""
         origin = request.headers.get("origin")
         if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host"):
             return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
-        if self._settings.token is None:
+        token, scope = self._settings.token, self._settings.scope
+        if token is None and scope is None:
             if _is_loopback(request.client.host if request.client else None):
                 return None
             return _secured(PlainTextResponse("Forbidden: the operator page answers loopback only", status_code=403))
@@ -114,13 +121,22 @@ class AdminPage:
         scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer":
             presented = bearer.strip()
-        if hmac.compare_digest(presented.encode(), self._settings.token.encode()):
+        if token is not None and hmac.compare_digest(presented.encode(), token.encode()):
             return None
+        if scope is not None and presented and self._scopes_of is not None:
+            scopes = await self._scopes_of(presented)
+            if scopes is not None and scope in scopes:
+                return None
+            if scopes is not None:
+                return _secured(PlainTextResponse(f"Forbidden: the token lacks the scope {scope}", status_code=403))
+        if token is None:
+            message = f"Unauthorized: present an access token with the scope {scope} (Authorization: Bearer)"
+            return _secured(PlainTextResponse(message, status_code=401, headers={"WWW-Authenticate": "Bearer"}))
         return self._sign_in_page("Sign in with the operator page's token.", 401)
 
     def _guarded(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def guarded(request: Request) -> Response:
-            refusal = self._refusal(request)
+            refusal = await self._refusal(request)
             return refusal if refusal is not None else _secured(await handler(request))
 
         return guarded
@@ -130,7 +146,7 @@ class AdminPage:
         return _secured(HTMLResponse(html, status_code=status, headers={"WWW-Authenticate": "Bearer"}))
 
     async def _sign_in(self, request: Request) -> Response:
-        if self._settings.token is None:
+        if self._settings.token is None:  # (an access token is presented as a bearer, never typed in)
             return _secured(PlainTextResponse("Not Found", status_code=404))
         origin = request.headers.get("origin")
         if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host"):

@@ -127,6 +127,18 @@ class Guard:
             return identity, plain(403, f"Forbidden: {reason}", **{"WWW-Authenticate": header})
         return identity, None
 
+    async def scopes_of(self, token: str) -> frozenset[str] | None:
+        """The scopes of a valid access token (None: not one, or no ``[server.auth]``): the operator
+        page's ``scope`` is checked with the same validator, keys and cache as every request."""
+        if self._validator is None:
+            return None
+        from gateway.identity.access_tokens import IssuerUnavailable, TokenRejected
+
+        try:
+            return (await self._validator.validate(token)).scopes
+        except (TokenRejected, IssuerUnavailable):
+            return None
+
     def _unauthorized(self, message: str, error: str | None, description: str | None = None) -> Response:
         if self._auth is not None:
             header = challenge(self._auth, error=error, description=description)

@@ -104,6 +104,9 @@ class HttpFrontend(StatelessPath, LegacySsePath):
         self._guard = Guard(settings)
         self._watches: set[asyncio.Task[None]] = set()
 
+    async def access_token_scopes(self, token: str) -> frozenset[str] | None:
+        return await self._guard.scopes_of(token)
+
     @property
     def sessions(self) -> dict[str, HttpSession]:
         return self.store.sessions
