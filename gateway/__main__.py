@@ -384,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _explain(config: Config, args: argparse.Namespace) -> int:
     if (args.name is None) == (not args.all):
-        print("prompt-gateway: explain takes a prompt NAME or --all", file=sys.stderr)
+        print("prompt-gateway: explain takes a prompt NAME or --all, not both", file=sys.stderr)
         return EXIT_CONFIG
     try:
         run = functools.partial(explain_command, token=args.token, claims_file=args.claims, as_json=args.json)

@@ -6,14 +6,13 @@ policy code that serves requests (``catalog/explain.py``).
 
 from __future__ import annotations
 
-import difflib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from gateway.app import run_gateway
-from gateway.catalog.explain import Layer
+from gateway.catalog.explain import Layer, not_found
 from gateway.catalog.policy import Rules
 from gateway.config import Config
 from gateway.identity.views import ClaimViews
@@ -30,8 +29,12 @@ def caller_layers(config: Config, *, token: str | None, claims: dict[str, Any] |
         if token not in tokens:
             known = ", ".join(sorted(tokens)) or "none are configured"
             raise ConfigError(f"--token {token!r}: no [[server.tokens]] entry has that name ({known})")
-        return f"token {token}", [Layer(f"token {token}'s policy", Rules.of(tokens[token].policy, separator))]
+        return f"token {token}", [Layer(f"the policy of token {token}", Rules.of(tokens[token].policy, separator))]
     if claims is not None:
+        if not config.server.views:
+            raise ConfigError(
+                "--claims: this config has no [[server.views]]: a person sees what the global policy shows"
+            )
         matched = ClaimViews(config.server.views, separator).matching(claims)
         who = "a person whose token matches " + (", ".join(f"view {n}" for n, _ in matched) or "no view")
         return who, [Layer(f"view {name}", rules) for name, rules in matched]
@@ -40,9 +43,13 @@ def caller_layers(config: Config, *, token: str | None, claims: dict[str, Any] |
 
 def read_claims(path: str) -> dict[str, Any]:
     try:
-        claims = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--claims {path}: cannot be read as JSON ({exc})") from exc
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--claims {path}: cannot be read ({exc.strerror or exc})") from exc
+    try:
+        claims = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"--claims {path}: is not JSON ({exc})") from exc
     if not isinstance(claims, dict):
         raise ConfigError(f"--claims {path}: must hold a JSON object of claims, as an access token carries")
     return claims
@@ -55,7 +62,7 @@ async def explain_command(
     who, layers = caller_layers(config, token=token, claims=claims)
     async with run_gateway(config, settle=True) as gateway:
         explained, unavailable = await gateway.catalog.explanations(layers, name, refresh=True)
-        everything = [e.public for e in (await gateway.catalog.explanations(layers))[0]] if not explained else []
+        everything = (await gateway.catalog.explanations(layers))[0] if not explained else []
     if as_json:
         print(
             json.dumps(
@@ -75,8 +82,6 @@ async def explain_command(
     if name is None:
         return EXIT_VISIBLE
     if not explained:
-        near = difflib.get_close_matches(name, everything, n=3)
-        hint = f" (did you mean {', '.join(near)}?)" if near else ""
-        print(f"no upstream lists a prompt named {name!r}{hint}", file=sys.stderr)
+        print(not_found(name, everything), file=sys.stderr)
         return EXIT_HIDDEN
     return EXIT_VISIBLE if any(e.visible for e in explained) else EXIT_HIDDEN

@@ -8,9 +8,10 @@ import statistics
 from typing import Any
 
 from gateway.app import Gateway
-from gateway.catalog.explain import Layer
+from gateway.catalog.explain import Layer, not_found
 from gateway.catalog.policy import Rules
 from gateway.config import FilesUpstream, HttpUpstream
+from gateway.explaining import caller_layers
 
 ANYONE = "a caller without a token"
 
@@ -43,29 +44,47 @@ class GatewayOperatorView:
             })  # fmt: skip
         return rows
 
-    def _callers(self) -> list[tuple[str, list[Layer]]]:
-        separator = self._gateway.config.gateway.namespace_separator
-        server = self._gateway.config.server
-        callers: list[tuple[str, list[Layer]]] = [] if server.tokens else [(ANYONE, [])]
+    def _callers(self) -> list[tuple[str, str, list[Layer]]]:
+        """(the form's value, a short label for "seen by", the policies beyond the global one): a caller
+        without a token where none are required, each token, each view, and with [server.auth] a person
+        whose token matches no view. Each says who it is as ``prompt-gateway explain`` does."""
+        config = self._gateway.config
+        server = config.server
+        callers: list[tuple[str, str, list[Layer]]] = []
+        if not server.tokens and server.auth is None:
+            callers.append(("", "a caller without a token", caller_layers(config, token=None, claims=None)[1]))
         callers += [
-            (f"token {t.name}", [Layer(f"token {t.name}'s policy", Rules.of(t.policy, separator))])
+            (f"token:{t.name}", f"token {t.name}", caller_layers(config, token=t.name, claims=None)[1])
             for t in server.tokens
         ]
-        callers += [(f"view {v.name}", [Layer(f"view {v.name}", Rules.of(v.policy, separator))]) for v in server.views]
+        separator = config.gateway.namespace_separator
+        callers += [
+            (f"view:{v.name}", f"view {v.name}", [Layer(f"view {v.name}", Rules.of(v.policy, separator))])
+            for v in server.views
+        ]
+        if server.auth is not None:
+            callers.append(("view:", "a person in no view", []))
         return callers
 
-    def _layers(self, caller: str) -> tuple[str, list[Layer]] | None:
-        wanted = {"": ANYONE, **{f"token:{t}": f"token {t}" for t in self.tokens}}
-        wanted |= {f"view:{v}": f"view {v}" for v in self.views}
-        label = wanted.get(caller)
-        if label is None:
-            return None
-        return next(((who, layers) for who, layers in self._callers() if who == label), (ANYONE, []))
+    def callers(self) -> list[tuple[str, str]]:
+        return [(value, label) for value, label, _ in self._callers()]
+
+    def _who(self, caller: str) -> str | None:
+        """Who the explain form asks as, in the words of ``prompt-gateway explain``."""
+        if caller == "":
+            return caller_layers(self._gateway.config, token=None, claims=None)[0]
+        if caller.startswith("token:") and caller[6:] in self.tokens:
+            return f"token {caller[6:]}"
+        if caller == "view:":
+            return "a person whose token matches no view"
+        if caller.startswith("view:") and caller[5:] in self.views:
+            return f"a person whose token matches view {caller[5:]}"
+        return None
 
     async def prompts(self) -> list[dict[str, Any]]:
         """Every prompt the upstreams list, with whom (each token, each view) it is shown to."""
         rows: dict[tuple[str, str], dict[str, Any]] = {}
-        for who, layers in self._callers():
+        for _, who, layers in self._callers():
             explained, _ = await self._gateway.catalog.explanations(layers)
             for item in explained:
                 row = rows.setdefault((item.upstream, item.local), {
@@ -78,17 +97,19 @@ class GatewayOperatorView:
             row["seen_by"] = ", ".join(row.pop("seen")) or "nobody"
         return list(rows.values())
 
-    async def explain(self, name: str, caller: str) -> tuple[bool, str]:
-        found = self._layers(caller)
-        if found is None:
-            return False, f"no such caller: {caller!r}"
-        who, layers = found
-        explained, unavailable = await self._gateway.catalog.explanations(layers, name)
+    async def explain(self, name: str, caller: str) -> tuple[int, str]:
+        """The explain form's answer as ``prompt-gateway explain`` prints it, and its HTTP status."""
+        who = self._who(caller)
+        layers = next((found for value, _, found in self._callers() if value == caller), None)
+        if who is None or (layers is None and caller != ""):
+            return 400, f"no such caller: {caller!r}"
+        catalog = self._gateway.catalog
+        explained, unavailable = await catalog.explanations(layers or [], name)
         if not explained:
-            return False, f"no upstream lists a prompt named {name!r}"
+            return 404, not_found(name, (await catalog.explanations(layers or []))[0])
         lines = [f"for {who}:"] + [line for item in explained for line in item.described()]
         lines += [f"(upstream {namespace} is unavailable: its prompts are not explained)" for namespace in unavailable]
-        return any(item.visible for item in explained), "\n".join(lines)
+        return 200, "\n".join(lines)
 
     def audit_events(self) -> list[dict[str, Any]]:
         shown = []

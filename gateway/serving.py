@@ -5,7 +5,7 @@ gateway's catalog, hub and policies and served by uvicorn inside the gateway's t
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -217,12 +217,19 @@ async def serve_http(
             yield
 
     routes = gateway.metrics.routes(lambda: gateway.connectors, gateway.cluster.status)
+    closing: list[Callable[[], None]] = []
     if settings.admin.enabled:  # the operator page: its own token, or loopback only
         from gateway.frontend.admin.page import AdminPage
         from gateway.operator_view import GatewayOperatorView
 
-        page = AdminPage(settings.admin, GatewayOperatorView(gateway), scopes_of=frontend.access_token_scopes)
+        page = AdminPage(
+            settings.admin,
+            GatewayOperatorView(gateway),
+            scopes_of=frontend.access_token_scopes,
+            host_refusal=frontend.host_refusal,
+        )
         routes = [*routes, *page.routes()]
+        closing.append(page.close)
     uv_config = uvicorn.Config(
         frontend.app(routes),
         log_config=None, access_log=False, lifespan="off",
@@ -254,6 +261,8 @@ async def serve_http(
             with anyio.CancelScope(shield=True):
                 gateway.hub.close_subscriptions()  # listen streams answer their request, then close
                 frontend.close_all()
+                for close in closing:  # the operator page's event streams
+                    close()
                 server.should_exit = True
                 with anyio.move_on_after(grace + 1):
                     await stopped.wait()

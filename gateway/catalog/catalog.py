@@ -207,13 +207,17 @@ class Catalog(Listing, Routing):
         """Whether upstream ``i``'s prompt ``local`` (with ``tags``) may be shown to ``viewer``: its own
         policy on its own name, the global and the viewer's on the public name, the name before a rename
         (deny rules only) and the tags."""
-        mount = self.mounts[i]
-        natural = mount.natural_name(local)
-        return (
-            mount.rules.allows(local, tags)
-            and self._policy.allows(public, tags, original=natural)
-            and (viewer is None or viewer.allows(public, tags, original=natural))
+        natural = self.mounts[i].natural_name(local)
+        return self._listed(i, local, public, tags) and (
+            viewer is None or viewer.allows(public, tags, original=natural)
         )
+
+    def _listed(self, i: int, local: str, public: str, tags: tuple[str, ...]) -> bool:
+        """Whether upstream ``i``'s prompt is in the gateway's catalog at all: its upstream's policy and
+        the global one allow it. One they hide is as if its upstream did not list it (a later upstream
+        may show the name); one hidden only by a token's or a view's policy still holds its name."""
+        mount = self.mounts[i]
+        return mount.rules.allows(local, tags) and self._policy.allows(public, tags, original=mount.natural_name(local))
 
     async def _owned_earlier(self, i: int, public: str) -> str | None:
         """The namespace of an earlier mount that shows the same public name (first in config wins)."""
@@ -228,7 +232,7 @@ class Catalog(Listing, Routing):
                 entry = (await self._index(j)).get(local)
             except UpstreamError:
                 continue
-            if entry is not None and mount.rules.allows(local, mount.tags(entry)):
+            if entry is not None and self._listed(j, local, public, mount.tags(entry)):
                 return mount.namespace
         return None
 
@@ -318,7 +322,7 @@ class Catalog(Listing, Routing):
                 continue
             for local, entry in index.items():
                 public = mount.public_name(local)
-                if mount.rules.allows(local, mount.tags(entry)):
+                if self._listed(i, local, public, mount.tags(entry)):
                     if mount.renames and mount.local_name(public) != local:
                         found.append(Collision(public, mount.namespace, mount.namespace))
                         continue

@@ -7,6 +7,7 @@ name. Sans-IO: the catalog hands in what it has indexed.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ class Explanation:
     """One prompt, for one caller."""
 
     public: str  # the name clients see
+    natural: str  # its name before any rename (namespace and the upstream's own name)
     upstream: str
     local: str  # the upstream's own name
     tags: tuple[str, ...]
@@ -96,7 +98,7 @@ def explain(
     global policy first), as the catalog's visibility check decides it."""
     public = mount.public_name(local)
     natural = mount.natural_name(local)
-    decisions = [(f"upstream {mount.namespace}'s policy", mount.rules.decide(local, tags))]
+    decisions = [(f"the policy of upstream {mount.namespace}", mount.rules.decide(local, tags))]
     decisions += [(layer.name, layer.rules.decide(public, tags, original=natural)) for layer in layers]
     override = mount.overrides.get(local)
     overridden = (
@@ -104,6 +106,7 @@ def explain(
     )
     return Explanation(
         public=public,
+        natural=natural,
         upstream=mount.namespace,
         local=local,
         tags=tags,
@@ -112,3 +115,14 @@ def explain(
         shown_instead=shown_instead,
         overridden=overridden,
     )
+
+
+def not_found(name: str, everything: Sequence[Explanation]) -> str:
+    """Why no prompt is called ``name``: an override renamed it (to what), or the closest names."""
+    for item in everything:
+        if item.renamed and item.natural == name:
+            renamed = f"an override of upstream {item.upstream} renamed it to {item.public!r}"
+            return f"{name!r} is not a name clients see: {renamed}"
+    near = difflib.get_close_matches(name, [item.public for item in everything], n=3, cutoff=0.6)
+    hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    return f"no upstream lists a prompt named {name!r}{hint}"

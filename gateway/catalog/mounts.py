@@ -217,6 +217,9 @@ class CatalogState:
     def _visible(self, i: int, local: str, public: str, tags: tuple[str, ...], viewer: Viewer | None) -> bool:
         raise NotImplementedError
 
+    def _listed(self, i: int, local: str, public: str, tags: tuple[str, ...]) -> bool:
+        raise NotImplementedError
+
     def shows_upstream(self, i: int, viewer: Viewer | None) -> bool:
         raise NotImplementedError
 

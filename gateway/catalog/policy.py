@@ -262,13 +262,18 @@ class Rules:
         for tag in tags:
             found = self._deny_tags.which(tag)
             if found is not None:
-                return Decision(False, f"deny_tags {found[0]!r}", f"its tag {tag!r}")
+                return Decision(
+                    False, f"deny_tags {found[0]!r}", f"its tag {tag!r}" + (", a look-alike" if found[1] else "")
+                )
         if self._allow is None or not self._allow.match(name):
             return Decision(False, f"allow {list(self.allow)!r}", "no allow pattern matches the name exactly")
         if self.allow_tags is not None and not allowed:
             return Decision(False, f"allow_tags {list(self.allow_tags)!r}", f"none of its tags {sorted(tags)!r}")
         pattern = next(p for p in self.allow if fnmatch.fnmatchcase(name, p))
-        because = f"allow {pattern!r}" + (" and allow_tags" if self.allow_tags is not None else "")
+        because = f"allow {pattern!r}"
+        if self.allow_tags is not None:
+            tag = next(t for t in tags if any(fnmatch.fnmatchcase(t, p) for p in self.allow_tags))
+            because += f" and allow_tags, for its tag {tag!r}"
         assert allowed  # noqa: S101 - the same predicates as allows(); a difference is a defect here
         return Decision(True, because, "the name")
 

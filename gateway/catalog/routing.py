@@ -67,7 +67,7 @@ class Routing(CatalogState):
             if entry is None:
                 continue
             tags = mount.tags(entry)
-            if not mount.rules.allows(local, tags):
+            if not self._listed(i, local, public, tags):
                 continue  # as if the upstream did not list it: a later one may show the name
             if not self._visible(i, local, public, tags, viewer):
                 raise UnknownPrompt(public)

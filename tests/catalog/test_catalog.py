@@ -9,6 +9,7 @@ from gateway.catalog.catalog import Catalog
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Rules
+from gateway.config import PromptOverride
 from gateway.protocol.errors import (
     GatewayError,
     InvalidCursor,
@@ -433,3 +434,21 @@ async def test_the_unavailable_meta_names_only_upstreams_the_caller_can_see_some
 )
 def test_may_allow_under(rules: Rules, prefix: str, expected: bool) -> None:
     assert rules.may_allow_under(prefix) is expected
+
+
+async def test_a_prompt_the_global_policy_hides_does_not_hold_its_name_against_a_later_upstream() -> None:
+    """Found by a trial: the first upstream's ``greet``, hidden from everyone by the global ``deny_tags``,
+    still won the collision, so the second upstream's visible ``greet`` was unknown to every client."""
+    first = FakePromptSource("first", [{"name": "greet"}])
+    second = FakePromptSource("second", [{"name": "greet"}])
+    drafts = {"greet": PromptOverride(tags=("draft",))}
+    cat = Catalog(
+        [Mount(first, prefix="", overrides=drafts), Mount(second, prefix="")],
+        codec=CursorCodec(b"s" * 32),
+        generation="g",
+        policy=Rules(deny_tags=("draft",), separator=SEP),
+    )
+    assert [p["name"] for page in await list_all(cat) for p in page] == ["greet"]
+    result = await cat.get_prompt({"name": "greet"})
+    assert result["messages"][0]["content"]["text"].startswith("second:")
+    assert await cat.collisions() == []

@@ -96,7 +96,7 @@ async def test_what_decided_is_named() -> None:
     cat = catalog()
     by_name = {(e.upstream, e.public): e for e in (await cat.explanations([]))[0]}
     hidden = by_name["eng", "internal_dump"]
-    assert hidden.decided_by == "upstream eng's policy: deny 'internal_*' (the name)"
+    assert hidden.decided_by == "the policy of upstream eng: deny 'internal_*' (the name)"
     renamed = by_name["docs", "docs__handbook"]
     assert renamed.renamed
     assert renamed.overridden == ("description", "name")

@@ -65,9 +65,9 @@ def test_a_hidden_prompt_names_the_policy_and_rule_that_hid_it(tmp_path: Path) -
     hidden = explain(path, "eng__commit_message", "--token", "ci")
     assert hidden.returncode == 1
     assert "eng__commit_message: hidden" in hidden.stdout
-    assert "token ci's policy: hides it, deny 'eng__commit_*' (the name)" in hidden.stdout
+    assert "the policy of token ci: hides it, deny 'eng__commit_*' (the name)" in hidden.stdout
     upstream_rule = explain(path, "eng__internal_debug_dump")
-    assert "upstream eng's policy: hides it, deny 'internal_*' (the name)" in upstream_rule.stdout
+    assert "the policy of upstream eng: hides it, deny 'internal_*' (the name)" in upstream_rule.stdout
     global_rule = explain(path, "writing__proofread", "--json")
     assert json.loads(global_rule.stdout)["prompts"][0]["decidedBy"] == (
         "the global [policy]: deny 'writing__proofread' (the name)"

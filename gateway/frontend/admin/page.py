@@ -10,6 +10,7 @@ scoped to the page). Tokens and secrets are never rendered.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any, Protocol
 
+import anyio
 import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -27,6 +29,7 @@ from gateway.config import AdminSettings
 from gateway.frontend.http.messages import sse_response
 
 COOKIE = "prompt_gateway_admin"
+COOKIE_MAX_AGE_S = 12 * 3600
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
@@ -54,15 +57,16 @@ MAX_FORM_BYTES = 4096
 class OperatorView(Protocol):
     """What the page shows, read from the running gateway (the composition root provides it)."""
 
-    tokens: list[str]
-    views: list[str]
     audit_enabled: bool
+
+    def callers(self) -> list[tuple[str, str]]:
+        """The explain form's choices: (value, label)."""
 
     def upstreams(self) -> list[dict[str, Any]]: ...
 
     async def prompts(self) -> list[dict[str, Any]]: ...
 
-    async def explain(self, name: str, caller: str) -> tuple[bool, str]: ...
+    async def explain(self, name: str, caller: str) -> tuple[int, str]: ...
 
     def audit_events(self) -> list[dict[str, Any]]: ...
 
@@ -73,6 +77,18 @@ class OperatorView(Protocol):
 def _environment() -> jinja2.Environment:
     loader = jinja2.PackageLoader("gateway.frontend.admin", "templates")
     return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def _cookie_value(token: str) -> str:
+    """What the sign-in cookie holds: derived from the token, never the token (a cookie store, a proxy's
+    log or a browser's devtools then never show it); changing the token ends every sign-in."""
+    return hmac.new(token.encode(), b"prompt-gateway operator page", hashlib.sha256).hexdigest()
+
+
+def _is_loopback_name(host_header: str) -> bool:
+    host = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
+    host = host.strip("[]")
+    return host == "localhost" or _is_loopback(host)
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -88,10 +104,14 @@ class AdminPage:
         settings: AdminSettings,
         view: OperatorView,
         scopes_of: Callable[[str], Awaitable[frozenset[str] | None]] | None = None,
+        host_refusal: Callable[[Request], Response | None] = lambda _: None,
     ) -> None:
         self._settings = settings
         self._view = view
         self._scopes_of = scopes_of
+        self._host_refusal = host_refusal
+        self._cookie = _cookie_value(settings.token) if settings.token is not None else None
+        self._closing = anyio.Event()
         self._base = settings.path.rstrip("/")
         self._templates = _environment()
 
@@ -109,18 +129,27 @@ class AdminPage:
 
     async def _refusal(self, request: Request) -> Response | None:
         """None when the request may see the page, else the answer that refuses it."""
+        refused = self._host_refusal(request)  # the front end's Host check: a rebound DNS name is refused
+        if refused is not None:
+            return _secured(refused)
         origin = request.headers.get("origin")
         if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host"):
             return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
         token, scope = self._settings.token, self._settings.scope
         if token is None and scope is None:
-            if _is_loopback(request.client.host if request.client else None):
+            loopback_name = _is_loopback_name(request.headers.get("host", ""))
+            if _is_loopback(request.client.host if request.client else None) and loopback_name:
                 return None
             return _secured(PlainTextResponse("Forbidden: the operator page answers loopback only", status_code=403))
-        presented = request.cookies.get(COOKIE, "")
+        cookie = request.cookies.get(COOKIE)
+        if (
+            cookie is not None
+            and self._cookie is not None
+            and hmac.compare_digest(cookie.encode(), self._cookie.encode())
+        ):
+            return None
         scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer":
-            presented = bearer.strip()
+        presented = bearer.strip() if scheme.lower() == "bearer" else ""
         if token is not None and hmac.compare_digest(presented.encode(), token.encode()):
             return None
         if scope is not None and presented and self._scopes_of is not None:
@@ -160,7 +189,16 @@ class AdminPage:
             return self._sign_in_page("That is not the operator page's token.", 401)
         answer = RedirectResponse(self._base, status_code=303)
         secure = request.url.scheme == "https"
-        answer.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=secure, path=self._base)
+        assert self._cookie is not None  # noqa: S101 - set with the token
+        answer.set_cookie(
+            COOKIE,
+            self._cookie,
+            max_age=COOKIE_MAX_AGE_S,
+            httponly=True,
+            samesite="strict",
+            secure=secure,
+            path=self._base,
+        )
         return _secured(answer)
 
     # ---- what it shows -------------------------------------------------------------------------
@@ -173,8 +211,7 @@ class AdminPage:
             version=__version__,
             upstreams=view.upstreams(),
             prompts=prompts,
-            tokens=view.tokens,
-            views=view.views,
+            callers=view.callers(),
             audit_enabled=view.audit_enabled,
             audit=view.audit_events(),
         )
@@ -182,19 +219,31 @@ class AdminPage:
 
     async def _events(self, request: Request) -> Response:
         async def states() -> AsyncIterator[bytes]:
-            while True:
+            while not self._closing.is_set():
                 yield f"event: upstreams\ndata: {json.dumps(self._view.upstreams())}\n\n".encode()
-                await self._view.changed()
+                async with anyio.create_task_group() as tg:  # a change, or the gateway stopping
+
+                    async def closing() -> None:
+                        await self._closing.wait()
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(closing)
+                    await self._view.changed()
+                    tg.cancel_scope.cancel()
 
         return sse_response(states())
+
+    def close(self) -> None:
+        """End the open event streams (the gateway is stopping: they must not hold up its shutdown)."""
+        self._closing.set()
 
     async def _explain(self, request: Request) -> Response:
         name = request.query_params.get("name", "")[:512]
         caller = request.query_params.get("caller", "")[:200]
         if not name:
             return PlainTextResponse("Bad Request: name the prompt", status_code=400)
-        _, text = await self._view.explain(name, caller)
-        return PlainTextResponse(text)
+        status, text = await self._view.explain(name, caller)
+        return PlainTextResponse(text, status_code=status)
 
     async def _static(self, request: Request) -> Response:
         name = request.path_params["name"]

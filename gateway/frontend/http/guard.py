@@ -81,11 +81,18 @@ class Guard:
         self._host_allowed = lru_cache(maxsize=256)(partial(_matches, patterns=hosts, with_scheme=False))
         self._origin_allowed = lru_cache(maxsize=256)(partial(_matches, patterns=self._origins, with_scheme=True))
 
-    async def check(self, request: HttpRequest) -> tuple[Identity | None, Response | None]:
-        """(identity, None) when the request may proceed, else (the identity if one is known, the refusal)."""
+    def host_refusal(self, request: HttpRequest) -> Response | None:
+        """421 for a Host header this front end does not answer to (DNS rebinding), else None."""
         host = headers_of(request).get("host", "")
         if self._hosts and not self._host_allowed(host):
-            return None, plain(421, f"Invalid Host header: {host!r}")
+            return plain(421, f"Invalid Host header: {host!r}")
+        return None
+
+    async def check(self, request: HttpRequest) -> tuple[Identity | None, Response | None]:
+        """(identity, None) when the request may proceed, else (the identity if one is known, the refusal)."""
+        refused = self.host_refusal(request)
+        if refused is not None:
+            return None, refused
         origin = headers_of(request).get("origin")
         if origin is not None and not self._origin_allowed(origin):
             return None, plain(403, f"Forbidden: Origin {origin!r} is not allowed")

@@ -107,6 +107,9 @@ class HttpFrontend(StatelessPath, LegacySsePath):
     async def access_token_scopes(self, token: str) -> frozenset[str] | None:
         return await self._guard.scopes_of(token)
 
+    def host_refusal(self, request: HttpRequest) -> Response | None:
+        return self._guard.host_refusal(request)
+
     @property
     def sessions(self) -> dict[str, HttpSession]:
         return self.store.sessions
