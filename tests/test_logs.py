@@ -77,6 +77,7 @@ def test_what_the_telemetry_sdk_logs_is_a_json_line_too(capsys: object) -> None:
     import sys
 
     import pytest
+    import structlog
 
     from gateway.observability.logs import configure_logging
 
@@ -87,8 +88,10 @@ def test_what_the_telemetry_sdk_logs_is_a_json_line_too(capsys: object) -> None:
         logging.getLogger("opentelemetry.exporter.otlp.proto.http").warning("Transient error %s", "refused")
         sys.stderr.flush()
         line = capture.readouterr().err.strip().splitlines()[-1]
-    finally:
-        configure_logging("info", json=False)
+    finally:  # the logging of this worker's other tests is not this test's captured stderr
+        structlog.reset_defaults()
+        library = logging.getLogger("opentelemetry")
+        library.handlers, library.propagate = [], True
     record = json.loads(line)
     assert record["event"] == "Transient error refused"
     assert record["level"] == "warning"

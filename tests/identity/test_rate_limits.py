@@ -4,8 +4,6 @@ counts alone, at once, never a request waiting on it."""
 
 from __future__ import annotations
 
-import time
-
 import anyio
 import pytest
 
@@ -105,11 +103,12 @@ async def test_the_counts_outlive_new_limits() -> None:
 @pytest.mark.anyio
 async def test_with_redis_gone_each_replica_counts_alone_at_once() -> None:
     nobody_listens = f"redis://127.0.0.1:{free_port()}/0"
-    rate_limits = RateLimits(LimitsSettings(rate="2/minute", storage_timeout_s=0.2), Counts(nobody_listens, 0.2))
-    started = time.monotonic()
-    with anyio.fail_after(5):
+    counts = Counts(nobody_listens, 0.2)
+    rate_limits = RateLimits(LimitsSettings(rate="2/minute", storage_timeout_s=0.2), counts)
+    assert counts.usable_redis() is not None
+    with anyio.fail_after(30):  # (a bound on a hang, not a measure)
         assert await admitted(rate_limits, CI_TOKEN, "prompts/get", 4) == 2  # limited all the same
-    assert time.monotonic() - started < 2  # Redis is tried once, then left alone for a while
+    assert counts.usable_redis() is None  # tried once, then left alone for a while: nothing waits on it
 
 
 @pytest.mark.anyio
