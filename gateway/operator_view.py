@@ -40,7 +40,7 @@ class GatewayOperatorView:
                 "prompts": counts.get(settings.namespace, 0),
                 "latency": f"{statistics.median(recent):.1f} ms (last {len(recent)})" if recent else "",
                 "restarts": getattr(connector, "restarts", 0),
-                "last_error": (connector.last_error or "")[:300] if not connector.ready else "",
+                "last_error": (connector.last_error or "")[:300],  # kept after a recovery: what went wrong last
             })  # fmt: skip
         return rows
 

@@ -172,6 +172,8 @@ def listening_socket(host: str, port: int) -> socket.socket:
 def ensure_safe_exposure(config: Config) -> None:
     """Refuse to serve an unauthenticated HTTP endpoint beyond loopback unless the operator says so."""
     settings = config.server
+    if settings.admin.enabled and settings.transport != "http":
+        log.warning("admin_page_not_served", reason="[server.admin] is served by the HTTP front end only")
     if (
         settings.transport == "http"
         and not settings.loopback
