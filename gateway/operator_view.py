@@ -13,15 +13,11 @@ from gateway.catalog.policy import Rules
 from gateway.config import FilesUpstream, HttpUpstream
 from gateway.explaining import caller_layers
 
-ANYONE = "a caller without a token"
-
 
 class GatewayOperatorView:
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
         server = gateway.config.server
-        self.tokens = [t.name for t in server.tokens]
-        self.views = [v.name for v in server.views]
         self.audit_enabled = server.audit.file is not None or gateway.audit.recent.maxlen != 0
 
     def upstreams(self) -> list[dict[str, Any]]:
@@ -44,47 +40,40 @@ class GatewayOperatorView:
             })  # fmt: skip
         return rows
 
-    def _callers(self) -> list[tuple[str, str, list[Layer]]]:
-        """(the form's value, a short label for "seen by", the policies beyond the global one): a caller
-        without a token where none are required, each token, each view, and with [server.auth] a person
-        whose token matches no view. Each says who it is as ``prompt-gateway explain`` does."""
+    def _callers(self) -> list[tuple[str, str, str, list[Layer]]]:
+        """(the form's value, a short label for "seen by", who it is in the words of ``prompt-gateway
+        explain``, the policies beyond the global one): a caller without a token where none are required,
+        each token, each view, and with [server.auth] a person whose token matches no view."""
         config = self._gateway.config
         server = config.server
-        callers: list[tuple[str, str, list[Layer]]] = []
+        callers: list[tuple[str, str, str, list[Layer]]] = []
         if not server.tokens and server.auth is None:
-            callers.append(("", "a caller without a token", caller_layers(config, token=None, claims=None)[1]))
+            callers.append(("", "a caller without a token", *caller_layers(config, token=None, claims=None)))
         callers += [
-            (f"token:{t.name}", f"token {t.name}", caller_layers(config, token=t.name, claims=None)[1])
+            (f"token:{t.name}", f"token {t.name}", *caller_layers(config, token=t.name, claims=None))
             for t in server.tokens
         ]
         separator = config.gateway.namespace_separator
         callers += [
-            (f"view:{v.name}", f"view {v.name}", [Layer(f"view {v.name}", Rules.of(v.policy, separator))])
+            (
+                f"view:{v.name}",
+                f"view {v.name}",
+                f"a person whose token matches view {v.name}",
+                [Layer(f"view {v.name}", Rules.of(v.policy, separator))],
+            )
             for v in server.views
         ]
         if server.auth is not None:
-            callers.append(("view:", "a person in no view", []))
+            callers.append(("view:", "a person in no view", "a person whose token matches no view", []))
         return callers
 
     def callers(self) -> list[tuple[str, str]]:
-        return [(value, label) for value, label, _ in self._callers()]
-
-    def _who(self, caller: str) -> str | None:
-        """Who the explain form asks as, in the words of ``prompt-gateway explain``."""
-        if caller == "":
-            return caller_layers(self._gateway.config, token=None, claims=None)[0]
-        if caller.startswith("token:") and caller[6:] in self.tokens:
-            return f"token {caller[6:]}"
-        if caller == "view:":
-            return "a person whose token matches no view"
-        if caller.startswith("view:") and caller[5:] in self.views:
-            return f"a person whose token matches view {caller[5:]}"
-        return None
+        return [(value, label) for value, label, _, _ in self._callers()]
 
     async def prompts(self) -> list[dict[str, Any]]:
         """Every prompt the upstreams list, with whom (each token, each view) it is shown to."""
         rows: dict[tuple[str, str], dict[str, Any]] = {}
-        for _, who, layers in self._callers():
+        for _, who, _, layers in self._callers():
             explained, _ = await self._gateway.catalog.explanations(layers)
             for item in explained:
                 row = rows.setdefault((item.upstream, item.local), {
@@ -99,14 +88,16 @@ class GatewayOperatorView:
 
     async def explain(self, name: str, caller: str) -> tuple[int, str]:
         """The explain form's answer as ``prompt-gateway explain`` prints it, and its HTTP status."""
-        who = self._who(caller)
-        layers = next((found for value, _, found in self._callers() if value == caller), None)
-        if who is None or (layers is None and caller != ""):
+        found = next(((who, layers) for value, _, who, layers in self._callers() if value == caller), None)
+        if found is None and caller == "":  # (where tokens are required: a caller on stdio)
+            found = caller_layers(self._gateway.config, token=None, claims=None)
+        if found is None:
             return 400, f"no such caller: {caller!r}"
+        who, layers = found
         catalog = self._gateway.catalog
-        explained, unavailable = await catalog.explanations(layers or [], name)
+        explained, unavailable = await catalog.explanations(layers, name)
         if not explained:
-            return 404, not_found(name, (await catalog.explanations(layers or []))[0])
+            return 404, not_found(name, (await catalog.explanations(layers))[0])
         lines = [f"for {who}:"] + [line for item in explained for line in item.described()]
         lines += [f"(upstream {namespace} is unavailable: its prompts are not explained)" for namespace in unavailable]
         return 200, "\n".join(lines)

@@ -18,6 +18,7 @@ No I/O happens here other than through ``PromptSource.request``, so it is tested
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
@@ -285,11 +286,11 @@ class Catalog(Listing, Routing):
                 if name is not None and public != name:
                     continue
                 tags = mount.tags(entry)
-                explained = explain(mount, local, tags, everyone, shown_instead=None)
+                explained = explain(mount, local, tags, everyone)
                 if explained.visible:
                     winner = await self._collision_winner(i, local, public)
                     if winner is not None:
-                        explained = explain(mount, local, tags, everyone, shown_instead=winner)
+                        explained = dataclasses.replace(explained, shown_instead=winner)
                 found.append(explained)
         return found, unavailable
 

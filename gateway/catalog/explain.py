@@ -91,9 +91,7 @@ class Explanation:
         }
 
 
-def explain(
-    mount: Mount, local: str, tags: tuple[str, ...], layers: Sequence[Layer], *, shown_instead: str | None
-) -> Explanation:
+def explain(mount: Mount, local: str, tags: tuple[str, ...], layers: Sequence[Layer]) -> Explanation:
     """Upstream ``mount``'s prompt ``local`` for a caller whose requests go through ``layers`` (the
     global policy first), as the catalog's visibility check decides it."""
     public = mount.public_name(local)
@@ -112,7 +110,6 @@ def explain(
         tags=tags,
         renamed=public != natural,
         decisions=tuple(decisions),
-        shown_instead=shown_instead,
         overridden=overridden,
     )
 

@@ -88,18 +88,19 @@ class RateLimits:
     ) -> None:
         self.settings = settings
         self._counts = counts
-        self._strategy = _STRATEGIES[settings.strategy]
-        self._limiters: dict[int, RateLimiter] = {}
+        strategy = _STRATEGIES[settings.strategy]
+        self._in_memory: RateLimiter = strategy(counts.memory)
+        self._in_redis: RateLimiter | None = strategy(counts.redis) if counts.redis is not None else None
         self._default = _limit("rate", settings.rate)
         self._burst = _limit("burst", settings.burst)
         self._global = _limit("global", settings.global_rate)
         self._methods: dict[str, _Limit | None] = {m: _limit(m, rate) for m, rate in settings.methods.items()}
         self._token_rates = {t.name: _limit("rate", t.rate) for t in tokens if t.rate is not None}
         self._view_rates = [(v.match, _limit("rate", v.rate)) for v in views if v.rate is not None]
-
-    @property
-    def active(self) -> bool:
-        return any((self._default, self._burst, self._global, self._methods, self._token_rates, self._view_rates))
+        self.active = any(
+            (self._default, self._burst, self._global, self._methods, self._token_rates, self._view_rates)
+        )
+        """Whether any limit is set: without one, a request is not counted at all."""
 
     def limits_for(self, who: Identity | None, method: str) -> list[tuple[_Limit, str]]:
         """The limits a request of ``who`` for ``method`` counts against, each with the key it is
@@ -136,19 +137,16 @@ class RateLimits:
 
     async def _hit(self, item: RateLimitItem, label: str, key: str) -> float | None:
         """None when under the limit, else the seconds until it has room again."""
-        redis = self._counts.usable_redis()
-        if redis is not None:
+        if self._in_redis is not None and self._counts.usable_redis() is not None:
             try:
                 with anyio.fail_after(self._counts.timeout_s):
-                    return await self._hit_in(redis, item, label, key)
+                    return await self._hit_in(self._in_redis, item, label, key)
             except Exception as exc:
                 self._counts.redis_failed(exc if not isinstance(exc, TimeoutError) else None)
-        return await self._hit_in(self._counts.memory, item, label, key)
+        return await self._hit_in(self._in_memory, item, label, key)
 
-    async def _hit_in(self, storage: Storage, item: RateLimitItem, label: str, key: str) -> float | None:
-        limiter = self._limiters.get(id(storage))
-        if limiter is None:
-            limiter = self._limiters[id(storage)] = self._strategy(storage)
+    @staticmethod
+    async def _hit_in(limiter: RateLimiter, item: RateLimitItem, label: str, key: str) -> float | None:
         if await limiter.hit(item, label, key):
             return None
         stats = await limiter.get_window_stats(item, label, key)

@@ -23,7 +23,8 @@ def _usable(key: str, value: Any) -> bool:
 
 
 def carried(params: Mapping[str, Any] | None) -> dict[str, str]:
-    """The trace context a request's ``params._meta`` carries (only usable values)."""
+    """The trace context a request's ``params._meta`` carries (only usable values): what a SERVER span
+    is parented by, and the HTTP headers an outgoing request mirrors it in."""
     meta = params.get("_meta") if isinstance(params, Mapping) else None
     if not isinstance(meta, Mapping):
         return {}
@@ -43,8 +44,3 @@ def with_trace(params: dict[str, Any] | None, context: Mapping[str, str]) -> dic
     meta = params.get("_meta") if params is not None else None
     kept = {k: v for k, v in meta.items() if k not in TRACE_KEYS} if isinstance(meta, Mapping) else {}
     return {**(params or {}), "_meta": {**kept, **context}}
-
-
-def trace_headers(params: Mapping[str, Any] | None) -> dict[str, str]:
-    """The HTTP headers mirroring the trace context of an outgoing request's ``_meta``."""
-    return carried(params)

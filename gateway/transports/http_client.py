@@ -34,7 +34,7 @@ from httpx_sse import EventSource
 from yarl import URL
 
 from gateway.protocol.modern import request_headers
-from gateway.protocol.trace_context import trace_headers
+from gateway.protocol.trace_context import carried
 from gateway.protocol.versions import is_modern
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES, HTTP_STATUS_DATA_KEY
 from gateway.transports.client_credentials import TokenUnavailable, UpstreamToken
@@ -252,7 +252,7 @@ class StreamableHttpStream(_HttpStream):
             headers = self._headers(_ACCEPT_BOTH)
         else:
             headers = {"Accept": _ACCEPT_BOTH, **request_headers(method or "", params, self.protocol_version or "")}
-        headers.update(trace_headers(params))
+        headers.update(carried(params))
         return headers
 
     async def _exchange(self, frame: bytes, request_id: Any, headers: dict[str, str]) -> bytes | None:

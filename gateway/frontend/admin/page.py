@@ -85,6 +85,12 @@ def _cookie_value(token: str) -> str:
     return hmac.new(token.encode(), b"prompt-gateway operator page", hashlib.sha256).hexdigest()
 
 
+def _from_another_origin(request: Request) -> bool:
+    """A browser's request made by another site's page (its Origin is not this page's host)."""
+    origin = request.headers.get("origin")
+    return origin is not None and origin.split("://", 1)[-1] != request.headers.get("host")
+
+
 def _is_loopback_name(host_header: str) -> bool:
     host = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
     host = host.strip("[]")
@@ -132,8 +138,7 @@ class AdminPage:
         refused = self._host_refusal(request)  # the front end's Host check: a rebound DNS name is refused
         if refused is not None:
             return _secured(refused)
-        origin = request.headers.get("origin")
-        if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host"):
+        if _from_another_origin(request):
             return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
         token, scope = self._settings.token, self._settings.scope
         if token is None and scope is None:
@@ -177,8 +182,7 @@ class AdminPage:
     async def _sign_in(self, request: Request) -> Response:
         if self._settings.token is None:  # (an access token is presented as a bearer, never typed in)
             return _secured(PlainTextResponse("Not Found", status_code=404))
-        origin = request.headers.get("origin")
-        if origin is not None and origin.split("://", 1)[-1] != request.headers.get("host"):
+        if _from_another_origin(request):
             return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
         body = await request.body()
         if len(body) > MAX_FORM_BYTES:
