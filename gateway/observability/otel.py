@@ -83,7 +83,8 @@ def _error_type(exc: BaseException, *, answered_by_peer: bool) -> tuple[str, str
     return type(exc).__qualname__, None, message
 
 
-def _arrival_attributes(arrival: Arrival | None) -> dict[str, str | int]:
+def _network_attributes(arrival: Arrival | None) -> dict[str, str | int]:
+    """The transport a request came over (``network.*``): on its span, and on its metrics."""
     if arrival is None:
         return {}
     attributes: dict[str, str | int] = {"network.transport": arrival.transport}
@@ -91,7 +92,13 @@ def _arrival_attributes(arrival: Arrival | None) -> dict[str, str | int]:
         attributes["network.protocol.name"] = arrival.protocol
     if arrival.protocol_version is not None:
         attributes["network.protocol.version"] = arrival.protocol_version
-    if arrival.address is not None:
+    return attributes
+
+
+def _arrival_attributes(arrival: Arrival | None) -> dict[str, str | int]:
+    """The transport and the client's address (``client.*``: on the span only, never a metric's)."""
+    attributes = _network_attributes(arrival)
+    if arrival is not None and arrival.address is not None:
         attributes["client.address"] = arrival.address
         if arrival.port is not None:
             attributes["client.port"] = arrival.port
@@ -191,9 +198,8 @@ class OpenTelemetryTracing:
             attributes["mcp.protocol.version"] = metric["mcp.protocol.version"] = mcp_version
         if session_id is not None:
             attributes["mcp.session.id"] = session_label(session_id)
-        over = _arrival_attributes(arrival)
-        attributes.update(over)
-        metric.update({k: v for k, v in over.items() if k.startswith("network.")})
+        attributes.update(_arrival_attributes(arrival))
+        metric.update(_network_attributes(arrival))
         span = self._tracer.start_span(name, parent, SpanKind.SERVER, attributes, links)
         return _Scope(span, trace.set_span_in_context(span, parent), self._server_duration, metric, client=False)
 
@@ -239,7 +245,7 @@ class OpenTelemetryTracing:
                 raise
 
     def session_ended(self, duration_s: float, *, mcp_version: str | None, arrival: Arrival | None) -> None:
-        attributes = {k: v for k, v in _arrival_attributes(arrival).items() if k.startswith("network.")}
+        attributes = _network_attributes(arrival)
         if mcp_version is not None:
             attributes["mcp.protocol.version"] = mcp_version
         self._session_duration.record(duration_s, attributes)
