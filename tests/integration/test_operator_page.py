@@ -142,3 +142,19 @@ async def test_an_open_page_does_not_hold_up_a_shutdown(tmp_path: Path) -> None:
                 pass
         assert await gateway.process.wait() == 0
         assert not [e for e in gateway.events if "Exception in ASGI" in str(e.get("event"))]
+
+
+async def test_without_a_token_the_page_answers_loopback_callers(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path / "g.toml",
+        [demo_upstream("writing", "writing")],
+        server={"transport": "http", "port": 0, "admin": {"enabled": True}},
+    )
+    async with running_gateway(path) as gateway, httpx.AsyncClient(base_url=gateway.url) as http:
+        await gateway.wait_for_event("upstream_state", upstream="writing", state="ready")
+        shown = await http.get("/admin")  # from 127.0.0.1, Host 127.0.0.1:port
+        assert shown.status_code == 200
+        assert "writing__summarize" in shown.text
+        port = gateway.url.rsplit(":", 1)[1]
+        assert (await http.get("/admin", headers={"Host": f"localhost:{port}"})).status_code == 200
+        assert (await http.get("/admin", headers={"Host": "evil.example"})).status_code == 421

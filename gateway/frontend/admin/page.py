@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
@@ -25,7 +24,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from gateway import __version__
-from gateway.config import AdminSettings
+from gateway.config import AdminSettings, is_loopback
 from gateway.frontend.http.messages import sse_response
 
 COOKIE = "prompt_gateway_admin"
@@ -92,16 +91,8 @@ def _from_another_origin(request: Request) -> bool:
 
 
 def _is_loopback_name(host_header: str) -> bool:
-    host = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
-    host = host.strip("[]")
-    return host == "localhost" or _is_loopback(host)
-
-
-def _is_loopback(host: str | None) -> bool:
-    try:
-        return host is not None and ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    """A ``Host`` header naming this machine (its port, if any, aside)."""
+    return is_loopback(host_header if host_header.endswith("]") else host_header.rsplit(":", 1)[0])
 
 
 class AdminPage:
@@ -143,7 +134,7 @@ class AdminPage:
         token, scope = self._settings.token, self._settings.scope
         if token is None and scope is None:
             loopback_name = _is_loopback_name(request.headers.get("host", ""))
-            if _is_loopback(request.client.host if request.client else None) and loopback_name:
+            if request.client is not None and is_loopback(request.client.host) and loopback_name:
                 return None
             return _secured(PlainTextResponse("Forbidden: the operator page answers loopback only", status_code=403))
         cookie = request.cookies.get(COOKIE)
