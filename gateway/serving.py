@@ -238,6 +238,7 @@ async def serve_http(
         timeout_graceful_shutdown=max(1, round(grace)), server_header=False,
         http=guarded(HttpToolsProtocol, connection_bounds(settings)),  # uvicorn's llhttp protocol, behind the bounds
         proxy_headers=False,  # nothing here reads the client's address; the middleware cost a layer per request
+        ws="none",  # no WebSocket route: uvicorn's "auto" imported the websockets package (~20 ms of each start)
     )  # fmt: skip
     server = _EmbeddedServer(uv_config)
     stopped = anyio.Event()

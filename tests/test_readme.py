@@ -124,7 +124,7 @@ def test_readme_cli_commands(command: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.longest
+@pytest.mark.fresh_install
 def test_quick_start_works_on_a_fresh_copy(tmp_path: Path) -> None:
     """The README's first command, verbatim, in a fresh copy of the tree (its own venv; stdin closed ends serve)."""
     quick_start = next(c for c in shell_commands() if c.startswith("python3 -m venv .venv && ") and "check" in c)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from limits import parse_many
 from pydantic import AfterValidator, Field
 
 from gateway.config.sections import _Section
 
 
 def _valid_rate(value: str) -> str:
+    from limits import parse_many  # only a config that sets a rate pays for the library's import
+
     try:
         items = parse_many(value)
     except ValueError as exc:

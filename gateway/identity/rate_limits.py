@@ -14,31 +14,24 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
-from limits import RateLimitItem, parse_many
-from limits.aio.storage import MemoryStorage, RedisStorage, Storage
-from limits.aio.strategies import (
-    FixedWindowRateLimiter,
-    MovingWindowRateLimiter,
-    RateLimiter,
-    SlidingWindowCounterRateLimiter,
-)
 
 from gateway.config import LimitsSettings, TokenSettings, ViewSettings
 from gateway.identity.principal import Identity
 from gateway.identity.views import matches
 from gateway.protocol.errors import RateLimited
 
+if TYPE_CHECKING:  # the library itself is imported once a limit is set (~30 ms of every start otherwise)
+    from limits import RateLimitItem
+    from limits.aio.storage import Storage
+    from limits.aio.strategies import RateLimiter
+
 log = structlog.get_logger("gateway.limits")
 
 RETRY_REDIS_S = 5.0
-_STRATEGIES: dict[str, type[RateLimiter]] = {
-    "moving-window": MovingWindowRateLimiter,
-    "sliding-window-counter": SlidingWindowCounterRateLimiter,
-    "fixed-window": FixedWindowRateLimiter,
-}
 UNCOUNTED = frozenset({"initialize", "server/discover", "ping"})
 """What connecting and keeping alive takes: answered by the gateway itself, never sent upstream, and bounded
 by the session limits; counting them made a client's connection spend its rate (an SDK client discovers
@@ -59,14 +52,32 @@ class Counts:
 
     def __init__(self, redis_url: str | None, timeout_s: float) -> None:
         self.redis_url = redis_url
-        self.memory: Storage = MemoryStorage()
-        self.redis: Storage | None = (
-            RedisStorage(redis_url, implementation="redispy", wrap_exceptions=True, key_prefix="prompt-gateway-limits")
-            if redis_url is not None
-            else None
-        )
         self.timeout_s = timeout_s
         self._redis_down_until = 0.0
+        self._storages: tuple[Storage, Storage | None] | None = None
+
+    @property
+    def memory(self) -> Storage:
+        return self._storage()[0]
+
+    @property
+    def redis(self) -> Storage | None:
+        return self._storage()[1]
+
+    def _storage(self) -> tuple[Storage, Storage | None]:
+        """Made when the first limit is set, and kept from then on (through every reload)."""
+        if self._storages is None:
+            from limits.aio.storage import MemoryStorage, RedisStorage
+
+            redis = (
+                RedisStorage(
+                    self.redis_url, implementation="redispy", wrap_exceptions=True, key_prefix="prompt-gateway-limits"
+                )
+                if self.redis_url is not None
+                else None
+            )
+            self._storages = (MemoryStorage(), redis)
+        return self._storages
 
     def usable_redis(self) -> Storage | None:
         return self.redis if self.redis is not None and time.monotonic() >= self._redis_down_until else None
@@ -88,9 +99,6 @@ class RateLimits:
     ) -> None:
         self.settings = settings
         self._counts = counts
-        strategy = _STRATEGIES[settings.strategy]
-        self._in_memory: RateLimiter = strategy(counts.memory)
-        self._in_redis: RateLimiter | None = strategy(counts.redis) if counts.redis is not None else None
         self._default = _limit("rate", settings.rate)
         self._burst = _limit("burst", settings.burst)
         self._global = _limit("global", settings.global_rate)
@@ -101,6 +109,12 @@ class RateLimits:
             (self._default, self._burst, self._global, self._methods, self._token_rates, self._view_rates)
         )
         """Whether any limit is set: without one, a request is not counted at all."""
+        self._in_memory: RateLimiter | None = None
+        self._in_redis: RateLimiter | None = None
+        if self.active:
+            strategy = _strategy(settings.strategy)
+            self._in_memory = strategy(counts.memory)
+            self._in_redis = strategy(counts.redis) if counts.redis is not None else None
 
     def limits_for(self, who: Identity | None, method: str) -> list[tuple[_Limit, str]]:
         """The limits a request of ``who`` for ``method`` counts against, each with the key it is
@@ -127,15 +141,16 @@ class RateLimits:
 
     async def admit(self, who: Identity | None, method: str) -> None:
         """Count one request; RateLimited (with how long to wait) if it is over a limit."""
-        if method in UNCOUNTED:
+        in_memory = self._in_memory
+        if method in UNCOUNTED or in_memory is None:
             return
         for limit, key in self.limits_for(who, method):
             for item in limit.items:
-                retry_after = await self._hit(item, limit.label, key)
+                retry_after = await self._hit(in_memory, item, limit.label, key)
                 if retry_after is not None:
                     raise RateLimited(limit.label, retry_after)
 
-    async def _hit(self, item: RateLimitItem, label: str, key: str) -> float | None:
+    async def _hit(self, in_memory: RateLimiter, item: RateLimitItem, label: str, key: str) -> float | None:
         """None when under the limit, else the seconds until it has room again."""
         if self._in_redis is not None and self._counts.usable_redis() is not None:
             try:
@@ -143,7 +158,7 @@ class RateLimits:
                     return await self._hit_in(self._in_redis, item, label, key)
             except Exception as exc:
                 self._counts.redis_failed(exc if not isinstance(exc, TimeoutError) else None)
-        return await self._hit_in(self._in_memory, item, label, key)
+        return await self._hit_in(in_memory, item, label, key)
 
     @staticmethod
     async def _hit_in(limiter: RateLimiter, item: RateLimitItem, label: str, key: str) -> float | None:
@@ -154,7 +169,22 @@ class RateLimits:
 
 
 def _limit(label: str, rate: str | None) -> _Limit | None:
-    return None if rate is None else _Limit(label, tuple(parse_many(rate)))
+    if rate is None:
+        return None
+    from limits import parse_many
+
+    return _Limit(label, tuple(parse_many(rate)))
+
+
+def _strategy(name: str) -> type[RateLimiter]:
+    from limits.aio.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
+
+    strategies: dict[str, type[RateLimiter]] = {
+        "moving-window": MovingWindowRateLimiter,
+        "sliding-window-counter": SlidingWindowCounterRateLimiter,
+        "fixed-window": FixedWindowRateLimiter,
+    }
+    return strategies[name]
 
 
 def retry_after_header(seconds: float) -> str:
