@@ -135,12 +135,29 @@ def _refuse_unrepresentable(obj: dict[str, Any], problem: tuple[str, str], reque
     raise _invalid(f"{path} {what}", request_id)
 
 
-_SUSPECT_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]|NaN|Infinity|[0-9]{19}")
 _SUSPECT_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]|NaN|Infinity|[0-9]{19}")
 """What every lone surrogate or non-finite number in a frame must show (an escape, CESU-8 bytes, which
 ``json.loads`` accepts, or a constant), and every integer orjson would not read exactly (past 64 bits:
 it reads those as floats, silently): most frames show none, so most skip the walk and are read by
 orjson; a frame that shows one is read by the standard library, which keeps them as they are."""
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_CESU_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
+_LONG_INTEGER = re.compile(rb"[0-9]{19}")
+_DIGITS = b"0123456789"
+
+
+def suspect_bytes(data: bytes) -> bool:
+    """Whether a frame's bytes show what ``_SUSPECT_TEXT`` finds in text (a surrogate as an escape or
+    as CESU-8 bytes for a str's lone surrogate). Each pattern is searched for only where a scan in C shows
+    it could be there: one regex of all of them tried every alternative at every position, 25 µs for a
+    1 KB answer that orjson reads in 1 µs (tested to answer as that regex does)."""
+    return (
+        (b"\\u" in data and _SURROGATE_ESCAPE.search(data) is not None)
+        or (b"\xed" in data and _CESU_SURROGATE.search(data) is not None)
+        or b"NaN" in data
+        or b"Infinity" in data
+        or (len(data) - len(data.translate(None, _DIGITS)) >= 19 and _LONG_INTEGER.search(data) is not None)
+    )
 
 
 def _key(key: str) -> str:
@@ -188,7 +205,7 @@ def request_id_of(error: BaseException) -> RequestId | None:
 def decode(data: bytes | str) -> Message | Batch:
     """Parse one frame. Raises ParseError (not JSON), InvalidRequest (not JSON-RPC) or InvalidParams
     (params holding what JSON text can spell but Unicode cannot carry)."""
-    suspect = (_SUSPECT_BYTES if isinstance(data, bytes) else _SUSPECT_TEXT).search(data) is not None  # type: ignore[arg-type]
+    suspect = suspect_bytes(data) if isinstance(data, bytes) else _SUSPECT_TEXT.search(data) is not None
     if suspect:
         obj = _decode_leniently(data)
     else:

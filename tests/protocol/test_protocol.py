@@ -1,5 +1,6 @@
 import contextlib
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -18,6 +19,7 @@ from gateway.protocol.jsonrpc import (
     dumps,
     encode,
     request_id_of,
+    suspect_bytes,
 )
 from gateway.protocol.versions import HANDSHAKE_VERSIONS, at_least, negotiate
 
@@ -158,6 +160,29 @@ def test_frames_read_and_written_as_the_standard_library_reads_them(value: objec
     assert isinstance(request, Request)
     assert request.params == {"v": value}
     assert json.loads(dumps(request.params)) == {"v": value}
+
+
+SUSPECT_IN_ONE_REGEX = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]|NaN|Infinity|[0-9]{19}")
+"""What ``suspect_bytes`` answered as one regex before it was made cheaper: its definition."""
+frame_like = st.lists(
+    st.sampled_from([b"\\u", b"d", b"D", b"8", b"b", b"\xed", b"\xa0", b"\xbf", b"NaN", b"Infinity", b"1", b"0", b"x"])
+    | st.binary(max_size=4),
+    max_size=60,
+).map(b"".join)
+
+
+@given(frame_like | st.binary(max_size=200))
+def test_the_cheap_screen_answers_as_the_one_regex_did(data: bytes) -> None:
+    assert suspect_bytes(data) == (SUSPECT_IN_ONE_REGEX.search(data) is not None)
+
+
+def test_the_screen_finds_each_pattern_at_a_frames_end() -> None:
+    digits = b"1" * 19
+    assert suspect_bytes(b'{"a":' + digits + b"}")
+    assert not suspect_bytes(b'{"a":' + b"1" * 18 + b', "b": ' + b"2" * 18 + b"}")  # 36 digits, no run of 19
+    assert suspect_bytes(b'"\\uDBFF"')
+    assert suspect_bytes(b'"\xed\xa0\x80"')
+    assert suspect_bytes(b"NaN")
 
 
 def test_an_integer_past_64_bits_is_relayed_as_sent() -> None:
