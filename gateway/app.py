@@ -81,6 +81,8 @@ class Gateway:
         keep = config.server.admin.recent_audit_events if config.server.admin.enabled else 0
         self.audit = AuditTrail(config.server.audit, keep_recent=keep)
         self._states_changed = anyio.Event()
+        self.states_version = 0
+        """Counts upstream changes and reloads: what the operator page compares with what it showed."""
         self.service = PromptService(
             self.current_catalog,
             completions=self.offers_completions,
@@ -215,11 +217,16 @@ class Gateway:
     def _changed(self, namespace: str) -> None:
         self.catalog.invalidate(namespace)
         self._debouncer.poke(namespace)
+        self._announce_change()
+
+    def _announce_change(self) -> None:
+        self.states_version += 1
         self._states_changed.set()
         self._states_changed = anyio.Event()
 
     async def states_changed(self) -> None:
-        """Until an upstream becomes ready or stops being so (the operator page's live states)."""
+        """Until an upstream becomes ready or stops being so, or its prompts change, or the config is
+        reloaded (the operator page's live states and catalog)."""
         await self._states_changed.wait()
 
     @staticmethod
@@ -283,6 +290,7 @@ class Gateway:
         )
         await self._settle(tuple(started))
         self._debouncer.poke()
+        self._announce_change()
         await self.cluster.announce_generation(new.digest)
 
 

@@ -5,13 +5,19 @@ this reads it, so the front end knows nothing of how the gateway is put together
 from __future__ import annotations
 
 import statistics
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import anyio
 
 from gateway.app import Gateway
 from gateway.catalog.explain import Layer, not_found
 from gateway.catalog.policy import Rules
 from gateway.config import FilesUpstream, HttpUpstream
 from gateway.explaining import caller_layers
+
+SHOWN_OF_AN_AUDIT_EVENT = ("timestamp", "who", "method", "prompt", "outcome", "code")
+"""What the page shows of an audit event, and all it is sent of one (not an argument's value, if kept)."""
 
 
 class GatewayOperatorView:
@@ -107,8 +113,18 @@ class GatewayOperatorView:
         for event in reversed(self._gateway.audit.recent):
             who = event.get("who")
             described = f"{who.get('kind', '?')} {who.get('name', '')}".strip() if isinstance(who, dict) else "no token"
-            shown.append({**event, "who": described})
+            shown.append({key: event.get(key) for key in SHOWN_OF_AN_AUDIT_EVENT} | {"who": described})
         return shown
 
+    def versions(self) -> tuple[int, int]:
+        return self._gateway.states_version, self._gateway.audit.kept
+
     async def changed(self) -> None:
-        await self._gateway.states_changed()
+        async with anyio.create_task_group() as tg:
+
+            async def first(wait: Callable[[], Awaitable[None]]) -> None:
+                await wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(first, self._gateway.states_changed)
+            tg.start_soon(first, self._gateway.audit.kept_another)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import anyio
 import structlog
 
 from gateway.config import AuditSettings
@@ -104,6 +105,9 @@ class AuditTrail:
         self._values = settings.argument_values
         self.recent: deque[dict[str, Any]] = deque(maxlen=keep_recent)
         """The last events, newest last (the operator page shows them)."""
+        self.kept = 0
+        """How many events ``recent`` has taken so far: a page compares it with what it showed."""
+        self._waiting: anyio.Event | None = None  # made only while a page waits: no cost per request otherwise
         self._file: TextIO | None = None
         if settings.file is not None:
             self._file = Path(settings.file).open("a", encoding="utf-8")  # noqa: SIM115 - lives with the trail
@@ -111,12 +115,22 @@ class AuditTrail:
     def record(self, **event: Any) -> None:
         if self.recent.maxlen:
             self.recent.append({"timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **event})
+            self.kept += 1
+            if self._waiting is not None:
+                self._waiting.set()
+                self._waiting = None
         if self._file is None:
             log.info("audit", **event)
             return
         line = {"event": "audit", "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **event}
         self._file.write(json_text(line) + "\n")
         self._file.flush()
+
+    async def kept_another(self) -> None:
+        """Until ``recent`` takes another event."""
+        if self._waiting is None:
+            self._waiting = anyio.Event()
+        await self._waiting.wait()
 
     @contextmanager
     def request(

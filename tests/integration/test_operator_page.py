@@ -1,20 +1,25 @@
 """The operator page in a real browser: headless Chromium (Debian's ``chromium``) driven by Playwright,
 pointed at that executable (no browser download). Signing in is required; the page shows the upstreams'
-states, one killed turns red without a reload, and the explain form answers as ``prompt-gateway
-explain`` does. Skipped with the reason where Chromium or Playwright is missing (``.ci/run`` installs
-both and requires them)."""
+states, one killed turns red without a reload, the catalog and the audit events follow a reload and a
+request while the page is open, and the explain form answers as ``prompt-gateway explain`` does.
+Skipped with the reason where Chromium or Playwright is missing (``.ci/run`` installs both and requires
+them)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
 import anyio
 import httpx
+import httpx2
 import psutil
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.integration.helpers import ROOT, demo_upstream, running_gateway, sdk_upstream, write_config
 
@@ -116,6 +121,21 @@ async def test_the_page_in_a_browser(tmp_path: Path) -> None:
         command = [sys.executable, "-m", "gateway", "explain", "writing__proofread", "--token", "ci"]
         cli = await anyio.run_process([*command, "--config", str(path)], cwd=ROOT, check=False)
         assert (await answered.inner_text()).strip() == cli.stdout.decode().strip()
+        # a request shows in the audit table, and a reload in the catalog, while the page stays open
+        summarize = catalog.locator("tr", has_text="writing__summarize")
+        await expect(summarize).not_to_contain_text("nobody")
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {CI}"}) as http,
+            Client(streamable_http_client(f"{gateway.url}/mcp", http_client=http), mode="legacy") as client,
+        ):
+            await client.get_prompt("writing__summarize", {"text": "hi"})
+        await expect(page.locator("#audit tr", has_text="writing__summarize")).to_contain_text("ok")
+        denied = 'deny = ["writing__translate"]'
+        reloaded = path.read_text().replace(denied, 'deny = ["writing__translate", "writing__sum*"]')
+        assert reloaded != path.read_text()
+        path.write_text(reloaded)
+        gateway.process.send_signal(signal.SIGHUP)
+        await expect(summarize).to_contain_text("nobody")
         # an upstream killed turns red, without a reload
         child = next(
             p

@@ -1,6 +1,7 @@
 """The operator page (``[server.admin]``): what the gateway sees, read-only. Server-rendered HTML (Jinja2,
 autoescaped) with a little plain JavaScript from the package itself, under a Content-Security-Policy that
-allows nothing else; upstream states pushed as server-sent events; the explain form answered by the
+allows nothing else; upstream states, the catalog and new audit events pushed as server-sent events
+as they change; the explain form answered by the
 same explanations as ``prompt-gateway explain``.
 
 Who may look: with no ``token``, loopback clients only; with one, whoever presents it (``Authorization:
@@ -51,6 +52,7 @@ SIGN_IN = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>p
 <input type="password" name="token" autocomplete="off" required></label>
 <button type="submit">sign in</button></form></body></html>"""
 MAX_FORM_BYTES = 4096
+PUSH_INTERVAL_S = 0.5
 
 
 class OperatorView(Protocol):
@@ -69,8 +71,11 @@ class OperatorView(Protocol):
 
     def audit_events(self) -> list[dict[str, Any]]: ...
 
+    def versions(self) -> tuple[int, int]:
+        """(upstream changes and reloads, audit events kept) so far: what changed since a page was sent."""
+
     async def changed(self) -> None:
-        """Until an upstream's state changes."""
+        """Until an upstream's state or prompts change, the config is reloaded, or an audit event is kept."""
 
 
 def _environment() -> jinja2.Environment:
@@ -213,20 +218,41 @@ class AdminPage:
         return HTMLResponse(html)
 
     async def _events(self, request: Request) -> Response:
-        async def states() -> AsyncIterator[bytes]:
+        """The upstreams' states at once, then what changes: states, the catalog (an upstream's prompts,
+        a reload) and new audit events, each at most once per ``PUSH_INTERVAL_S`` (a busy gateway keeps
+        an audit event per request)."""
+        view = self._view
+
+        async def changes() -> AsyncIterator[bytes]:
+            yield _event("upstreams", view.upstreams())
+            shown = view.versions()
             while not self._closing.is_set():
-                yield f"event: upstreams\ndata: {json.dumps(self._view.upstreams())}\n\n".encode()
-                async with anyio.create_task_group() as tg:  # a change, or the gateway stopping
+                if view.versions() == shown:
+                    await self._until_closing(view.changed())
+                    await self._until_closing(anyio.sleep(PUSH_INTERVAL_S))  # changes close together: one push
+                    if self._closing.is_set():
+                        return
+                states, audit = view.versions()
+                if states != shown[0]:
+                    yield _event("upstreams", view.upstreams())
+                    yield _event("catalog", await view.prompts())
+                if audit != shown[1]:
+                    yield _event("audit", view.audit_events())
+                shown = (states, audit)
 
-                    async def closing() -> None:
-                        await self._closing.wait()
-                        tg.cancel_scope.cancel()
+        return sse_response(changes())
 
-                    tg.start_soon(closing)
-                    await self._view.changed()
-                    tg.cancel_scope.cancel()
+    async def _until_closing(self, waited: Awaitable[None]) -> None:
+        """``waited``, unless the gateway starts stopping first."""
+        async with anyio.create_task_group() as tg:
 
-        return sse_response(states())
+            async def closing() -> None:
+                await self._closing.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(closing)
+            await waited
+            tg.cancel_scope.cancel()
 
     def close(self) -> None:
         """End the open event streams (the gateway is stopping: they must not hold up its shutdown)."""
@@ -246,6 +272,10 @@ class AdminPage:
             return _secured(PlainTextResponse("Not Found", status_code=404))
         data = resources.files("gateway.frontend.admin").joinpath("static").joinpath(name).read_bytes()
         return _secured(Response(data, media_type=STATIC[name]))
+
+
+def _event(name: str, data: Any) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
 
 def _secured(response: Response, headers: Mapping[str, str] = SECURITY_HEADERS) -> Response:

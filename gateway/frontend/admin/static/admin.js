@@ -1,5 +1,6 @@
 // The operator page's live parts, in plain JavaScript (no build step, nothing from elsewhere): upstream
-// states as they change (server-sent events), and the explain form answered in place.
+// states, the catalog and the audit events as they change (server-sent events), and the explain form
+// answered in place. Rows are made with textContent only: nothing a server or client named is markup.
 "use strict";
 
 function showUpstreams(upstreams) {
@@ -15,9 +16,28 @@ function showUpstreams(upstreams) {
   }
 }
 
+function replaceRows(tableId, rows, cellsOf) {
+  const body = document.querySelector(`#${tableId} tbody`);
+  if (!body) return;
+  body.replaceChildren(...rows.map((row) => {
+    const tr = document.createElement("tr");
+    for (const text of cellsOf(row)) {
+      const td = document.createElement("td");
+      td.textContent = text;
+      tr.append(td);
+    }
+    return tr;
+  }));
+}
+
+const catalogCells = (p) => [p.name, p.upstream, p.local, p.overridden, p.tags, p.seen_by];
+const auditCells = (e) => [e.timestamp, e.who, e.method, e.prompt || "", e.code ? `${e.outcome} ${e.code}` : e.outcome];
+
 function listen() {
   const events = new EventSource(document.body.dataset.events);
   events.addEventListener("upstreams", (event) => showUpstreams(JSON.parse(event.data)));
+  events.addEventListener("catalog", (event) => replaceRows("catalog", JSON.parse(event.data), catalogCells));
+  events.addEventListener("audit", (event) => replaceRows("audit", JSON.parse(event.data), auditCells));
 }
 
 function explainInPlace() {
