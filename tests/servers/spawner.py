@@ -17,13 +17,16 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
 
 
 def daemonize(pids_path: str, *, clean_env: bool) -> None:
-    """The classic daemon: fork, setsid, fork again; the grandchild records its pid and runs on."""
+    """The classic daemon: fork, setsid, fork again; the grandchild runs on. Its pid is recorded by the
+    child between them, before the server goes on: recorded by the grandchild itself, it could still be
+    missing when the server had answered (a test that read it then failed, now and then, under load)."""
     if os.fork() == 0:
         os.setsid()
-        if os.fork() == 0:
-            with open(pids_path, "a") as pids:
-                pids.write(f"{os.getpid()}\n")
+        grandchild = os.fork()
+        if grandchild == 0:
             os.execve(SLEEPER[0], SLEEPER, {} if clean_env else dict(os.environ))  # noqa: S606 - the test's own sleeper
+        with open(pids_path, "a") as pids:
+            pids.write(f"{grandchild}\n")
         os._exit(0)
     os.wait()
 
