@@ -1,8 +1,7 @@
 """The operator page (``[server.admin]``): what the gateway sees, read-only. Server-rendered HTML (Jinja2,
 autoescaped) with a little plain JavaScript from the package itself, under a Content-Security-Policy that
 allows nothing else; upstream states, the catalog and new audit events pushed as server-sent events
-as they change; the explain form answered by the
-same explanations as ``prompt-gateway explain``.
+as they change; the explain form answered by the same explanations as ``prompt-gateway explain``.
 
 Who may look: with no ``token``, loopback clients only; with one, whoever presents it (``Authorization:
 Bearer``, or once through the sign-in form, which keeps it in an HttpOnly, SameSite=Strict cookie
