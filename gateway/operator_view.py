@@ -16,7 +16,7 @@ from gateway.catalog.policy import Rules
 from gateway.config import FilesUpstream, HttpUpstream
 from gateway.explaining import caller_layers
 
-SHOWN_OF_AN_AUDIT_EVENT = ("timestamp", "who", "method", "prompt", "outcome", "code")
+SHOWN_OF_AN_AUDIT_EVENT = ("timestamp", "who", "method", "prompt", "outcome", "code", "status", "reason")
 """What the page shows of an audit event, and all it is sent of one (not an argument's value, if kept)."""
 
 
@@ -112,7 +112,10 @@ class GatewayOperatorView:
         shown = []
         for event in reversed(self._gateway.audit.recent):
             who = event.get("who")
-            described = f"{who.get('kind', '?')} {who.get('name', '')}".strip() if isinstance(who, dict) else "no token"
+            if isinstance(who, dict):
+                described = f"{who.get('kind', '?')} {who.get('name', '')}".strip()
+            else:  # refused at the door before its token was read or accepted: nobody known yet
+                described = "unknown" if event.get("outcome") == "refused" else "no token"
             shown.append({key: event.get(key) for key in SHOWN_OF_AN_AUDIT_EVENT} | {"who": described})
         return shown
 

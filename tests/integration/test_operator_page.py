@@ -45,14 +45,14 @@ def chromium() -> str:
     return path
 
 
-def config(tmp_path: Path) -> Path:
+def config(tmp_path: Path, *, more: tuple[dict[str, object], ...] = (), deny: tuple[str, ...] = ()) -> Path:
     return write_config(
         tmp_path / "g.toml",
-        [demo_upstream("writing", "writing"), sdk_upstream("echo", "meta_echo")],
+        [demo_upstream("writing", "writing"), sdk_upstream("echo", "meta_echo"), *more],
         server={"transport": "http", "port": 0, "admin": {"enabled": True, "token": ADMIN}},
         tokens=[{"name": "ci", "token": CI, "policy": {"deny": ["writing__proof*"]}}],
         gateway={"restart_initial_s": 60},  # a killed upstream stays down while the page is looked at
-        policy={"deny": ["writing__translate"]},
+        policy={"deny": ["writing__translate", *deny]},
     )
 
 
@@ -84,6 +84,10 @@ async def test_unauthenticated_access_is_refused(tmp_path: Path) -> None:
         assert "HttpOnly" in signed_in.headers["set-cookie"]
         cookie = signed_in.headers["set-cookie"].split(";", 1)[0]
         assert (await http.get("/admin", headers={"Cookie": cookie})).status_code == 200
+        signed_out = await http.post("/admin/sign-out", headers={"Cookie": cookie})
+        assert signed_out.status_code == 303
+        assert 'prompt_gateway_admin="";' in signed_out.headers["set-cookie"]
+        assert "Max-Age=0" in signed_out.headers["set-cookie"]
         assert (await http.get("/admin/explain", headers=signed)).status_code == 400
         assert (await http.get("/admin/static/../page.py", headers=signed)).status_code == 404
         assert "script-src 'self'" in page.headers["content-security-policy"]
@@ -130,12 +134,14 @@ async def test_the_page_in_a_browser(tmp_path: Path) -> None:
         ):
             await client.get_prompt("writing__summarize", {"text": "hi"})
         await expect(page.locator("#audit tr", has_text="writing__summarize")).to_contain_text("ok")
-        denied = 'deny = ["writing__translate"]'
-        reloaded = path.read_text().replace(denied, 'deny = ["writing__translate", "writing__sum*"]')
-        assert reloaded != path.read_text()
-        path.write_text(reloaded)
+        async with httpx.AsyncClient() as stranger:
+            await stranger.post(f"{gateway.url}/mcp", json={}, headers={"Authorization": "Bearer wrong"})
+        await expect(page.locator("#audit tbody tr").first).to_contain_text("refused 401")
+        config(tmp_path, more=(demo_upstream("eng", "engineering"),), deny=("writing__sum*",))
         gateway.process.send_signal(signal.SIGHUP)
         await expect(summarize).to_contain_text("nobody")
+        await expect(page.locator("tr[data-upstream=eng] td.state")).to_have_text("ready")  # a row of its own
+        await expect(page.locator("tr[data-upstream=writing] td.prompts")).to_have_text("3")  # not 0 after it
         # an upstream killed turns red, without a reload
         child = next(
             p

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any, Protocol
@@ -29,6 +30,7 @@ from gateway.frontend.http.messages import sse_response
 
 COOKIE = "prompt_gateway_admin"
 COOKIE_MAX_AGE_S = 12 * 3600
+CLOCK_SKEW_S = 60
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
@@ -82,10 +84,24 @@ def _environment() -> jinja2.Environment:
     return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
 
 
-def _cookie_value(token: str) -> str:
-    """What the sign-in cookie holds: derived from the token, never the token (a cookie store, a proxy's
-    log or a browser's devtools then never show it); changing the token ends every sign-in."""
-    return hmac.new(token.encode(), b"prompt-gateway operator page", hashlib.sha256).hexdigest()
+def cookie_value(token: str, issued: int) -> str:
+    """What the sign-in cookie holds: when it was issued and a MAC of that under the token, never the
+    token (a cookie store, a proxy's log or a browser's devtools then never show it). Changing the token
+    ends every sign-in; so does the cookie's age, checked here and not only by the browser's Max-Age (a
+    copied cookie of a constant value worked until the token changed)."""
+    mac = hmac.new(token.encode(), f"prompt-gateway operator page|{issued}".encode(), hashlib.sha256).hexdigest()
+    return f"{issued}.{mac}"
+
+
+def cookie_valid(cookie: str, token: str, now: float) -> bool:
+    """Whether ``cookie`` was issued for ``token`` at most ``COOKIE_MAX_AGE_S`` before ``now``."""
+    issued_text = cookie.partition(".")[0]
+    if not issued_text.isascii() or not issued_text.isdigit() or len(issued_text) > 12:
+        return False
+    issued = int(issued_text)
+    if not now - COOKIE_MAX_AGE_S <= issued <= now + CLOCK_SKEW_S:
+        return False
+    return hmac.compare_digest(cookie.encode(), cookie_value(token, issued).encode())
 
 
 def _from_another_origin(request: Request) -> bool:
@@ -111,7 +127,6 @@ class AdminPage:
         self._view = view
         self._scopes_of = scopes_of
         self._host_refusal = host_refusal
-        self._cookie = _cookie_value(settings.token) if settings.token is not None else None
         self._closing = anyio.Event()
         self._base = settings.path.rstrip("/")
         self._templates = _environment()
@@ -123,6 +138,7 @@ class AdminPage:
             Route(f"{base}/events", self._guarded(self._events), methods=["GET"]),
             Route(f"{base}/explain", self._guarded(self._explain), methods=["GET"]),
             Route(f"{base}/sign-in", self._sign_in, methods=["POST"]),
+            Route(f"{base}/sign-out", self._sign_out, methods=["POST"]),
             Route(f"{base}/static/{{name}}", self._static, methods=["GET"]),
         ]
 
@@ -142,11 +158,7 @@ class AdminPage:
                 return None
             return _secured(PlainTextResponse("Forbidden: the operator page answers loopback only", status_code=403))
         cookie = request.cookies.get(COOKIE)
-        if (
-            cookie is not None
-            and self._cookie is not None
-            and hmac.compare_digest(cookie.encode(), self._cookie.encode())
-        ):
+        if cookie is not None and token is not None and cookie_valid(cookie[:200], token, time.time()):
             return None
         scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
         presented = bearer.strip() if scheme.lower() == "bearer" else ""
@@ -188,16 +200,23 @@ class AdminPage:
             return self._sign_in_page("That is not the operator page's token.", 401)
         answer = RedirectResponse(self._base, status_code=303)
         secure = request.url.scheme == "https"
-        assert self._cookie is not None  # noqa: S101 - set with the token
         answer.set_cookie(
             COOKIE,
-            self._cookie,
+            cookie_value(self._settings.token, int(time.time())),
             max_age=COOKIE_MAX_AGE_S,
             httponly=True,
             samesite="strict",
             secure=secure,
             path=self._base,
         )
+        return _secured(answer)
+
+    async def _sign_out(self, request: Request) -> Response:
+        """Forget the sign-in in this browser (the cookie's own age ends it everywhere else)."""
+        if _from_another_origin(request):
+            return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
+        answer = RedirectResponse(self._base, status_code=303)
+        answer.delete_cookie(COOKIE, path=self._base, httponly=True, samesite="strict")
         return _secured(answer)
 
     # ---- what it shows -------------------------------------------------------------------------
@@ -213,6 +232,7 @@ class AdminPage:
             callers=view.callers(),
             audit_enabled=view.audit_enabled,
             audit=view.audit_events(),
+            signed_in=COOKIE in request.cookies,
         )
         return HTMLResponse(html)
 
@@ -232,9 +252,9 @@ class AdminPage:
                     if self._closing.is_set():
                         return
                 states, audit = view.versions()
-                if states != shown[0]:
-                    yield _event("upstreams", view.upstreams())
+                if states != shown[0]:  # the catalog first: it reads the lists whose counts the rows show
                     yield _event("catalog", await view.prompts())
+                yield _event("upstreams", view.upstreams())  # a request served moves latencies too
                 if audit != shown[1]:
                     yield _event("audit", view.audit_events())
                 shown = (states, audit)

@@ -3,17 +3,26 @@
 // answered in place. Rows are made with textContent only: nothing a server or client named is markup.
 "use strict";
 
+function cell(text, className) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (className) td.className = className;
+  return td;
+}
+
 function showUpstreams(upstreams) {
-  for (const u of upstreams) {
-    const row = document.querySelector(`tr[data-upstream="${CSS.escape(u.namespace)}"]`);
-    if (!row) continue;
-    row.className = `state-${u.state}`;
-    row.querySelector(".state").textContent = u.state;
-    row.querySelector(".prompts").textContent = u.prompts;
-    row.querySelector(".latency").textContent = u.latency;
-    row.querySelector(".restarts").textContent = u.restarts;
-    row.querySelector(".error").textContent = u.last_error || "";
-  }
+  // Rebuilt whole: a reload adds and removes upstreams, not only their states.
+  const body = document.querySelector("#upstreams tbody");
+  body.replaceChildren(...upstreams.map((u) => {
+    const tr = document.createElement("tr");
+    tr.dataset.upstream = u.namespace;
+    tr.className = `state-${u.state}`;
+    tr.append(
+      cell(u.namespace), cell(u.transport), cell(u.state, "state"), cell(String(u.prompts), "prompts"),
+      cell(u.latency, "latency"), cell(String(u.restarts), "restarts"), cell(u.last_error || "", "error"),
+    );
+    return tr;
+  }));
 }
 
 function replaceRows(tableId, rows, cellsOf) {
@@ -21,17 +30,14 @@ function replaceRows(tableId, rows, cellsOf) {
   if (!body) return;
   body.replaceChildren(...rows.map((row) => {
     const tr = document.createElement("tr");
-    for (const text of cellsOf(row)) {
-      const td = document.createElement("td");
-      td.textContent = text;
-      tr.append(td);
-    }
+    tr.append(...cellsOf(row).map((text) => cell(text)));
     return tr;
   }));
 }
 
 const catalogCells = (p) => [p.name, p.upstream, p.local, p.overridden, p.tags, p.seen_by];
-const auditCells = (e) => [e.timestamp, e.who, e.method, e.prompt || "", e.code ? `${e.outcome} ${e.code}` : e.outcome];
+const outcomeOf = (e) => [e.outcome, e.code || e.status || ""].join(" ").trim();
+const auditCells = (e) => [e.timestamp, e.who, e.method || "", e.prompt || "", outcomeOf(e), e.reason || ""];
 
 function listen() {
   const events = new EventSource(document.body.dataset.events);
