@@ -251,7 +251,8 @@ async def serve_http(
 
     host, port = sock.getsockname()[:2]
     authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    log.info("http_listening", url=f"http://{authority}{settings.path}", sse=settings.sse_path)
+    admin = f"http://{authority}{settings.admin.path}" if settings.admin.enabled else None
+    log.info("http_listening", url=f"http://{authority}{settings.path}", sse=settings.sse_path, admin=admin)
     async with anyio.create_task_group() as tg:
         tg.start_soon(frontend.run_housekeeping, tg)
         tg.start_soon(run_server)

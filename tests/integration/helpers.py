@@ -185,10 +185,9 @@ async def running_gateway(
         with anyio.fail_after(30):
             while running is None:
                 event = json.loads(await lines.receive_until(b"\n", 1 << 20))
+                before.append(event)
                 if event.get("event") == "http_listening":
                     running = RunningGateway(event["url"].rsplit("/", 1)[0], process, before)
-                else:
-                    before.append(event)
 
         async def collect() -> None:
             ended = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.IncompleteRead)

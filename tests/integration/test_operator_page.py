@@ -78,6 +78,9 @@ async def test_unauthenticated_access_is_refused(tmp_path: Path) -> None:
             assert odd.text.startswith(("no upstream lists", "no such caller")), odd.text
         rebound = await http.get("/admin", headers={**signed, "Host": "evil.example"})  # DNS rebinding
         assert rebound.status_code == 421
+        assert rebound.text.startswith("Misdirected Request")  # for a person, not a JSON-RPC error
+        listening = next(e for e in gateway.events if e.get("event") == "http_listening")
+        assert listening["admin"] == f"{gateway.url}/admin"  # the start-up log says where the page is
         signed_in = await http.post("/admin/sign-in", data={"token": ADMIN})
         assert signed_in.status_code == 303
         assert ADMIN not in signed_in.headers["set-cookie"]  # the cookie holds a value derived from it

@@ -147,8 +147,9 @@ class AdminPage:
     async def _refusal(self, request: Request) -> Response | None:
         """None when the request may see the page, else the answer that refuses it."""
         refused = self._host_refusal(request)  # the front end's Host check: a rebound DNS name is refused
-        if refused is not None:
-            return _secured(refused)
+        if refused is not None:  # (its answer is a JSON-RPC error, for MCP clients: a person reads this one)
+            message = "Misdirected Request: the gateway does not answer to this Host"
+            return _secured(PlainTextResponse(message, status_code=refused.status_code))
         if _from_another_origin(request):
             return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
         token, scope = self._settings.token, self._settings.scope
