@@ -545,13 +545,14 @@ async def otlp_sink() -> AsyncIterator[str]:
 async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
     """Gateway CPU per ``prompts/get`` over HTTP at 16 in flight with ``[telemetry]`` on, every request
     sampled (a SERVER and a CLIENT span each, the duration histograms, OTLP export), beside off, same run,
-    both eras; and with one trace in ten sampled (2026-07-28)."""
+    both eras; and with one trace in ten sampled (2026-07-28), with and without the histograms (what an
+    unsampled request still costs is mostly theirs)."""
     seconds = 1 if quick else 8
     with tempfile.TemporaryDirectory() as tmp:
         async with otlp_sink() as sink, spawn([*UPSTREAM], {"SERVE": "http"}) as upstream:
             url = f"http://127.0.0.1:{int(await first_line(upstream))}/mcp"
 
-            def config(name: str, protocol: str, *, sampled: float | None) -> Path:
+            def config(name: str, protocol: str, *, sampled: float | None, metrics: bool = True) -> Path:
                 remote = {"transport": "streamable-http", "url": url, "protocol": protocol}
                 path = gateway_config(Path(tmp) / name, {"up": remote}, http=True)
                 if sampled is not None:
@@ -560,6 +561,7 @@ async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
                         "enabled = true",
                         f"endpoint = {toml(sink)}",
                         f"sample_ratio = {sampled}",
+                        f"metrics = {toml(metrics)}",
                     ]
                     path.write_text(path.read_text() + "\n".join(settings) + "\n")
                 return path
@@ -570,6 +572,7 @@ async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
                 http_gateway(config("off26.toml", "modern", sampled=None)) as (off26_url, off26),
                 http_gateway(config("on26.toml", "modern", sampled=1.0)) as (on26_url, on26),
                 http_gateway(config("tenth26.toml", "modern", sampled=0.1)) as (tenth26_url, tenth26),
+                http_gateway(config("bare26.toml", "modern", sampled=0.1, metrics=False)) as (bare26_url, bare26),
             ):
                 targets = {
                     "off": (off_url, off, False),
@@ -577,6 +580,7 @@ async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
                     "off-26": (off26_url, off26, True),
                     "traced-26": (on26_url, on26, True),
                     "sampled-10%-26": (tenth26_url, tenth26, True),
+                    "sampled-10%-no-metrics-26": (bare26_url, bare26, True),
                 }
                 measures = {
                     name: partial(
@@ -596,6 +600,7 @@ async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
         "traced_vs_off_gateway_cpu_at_16": cpu("traced") / cpu("off"),
         "traced_vs_off_gateway_cpu_at_16_2026": cpu("traced-26") / cpu("off-26"),
         "sampled_10pct_vs_off_gateway_cpu_at_16_2026": cpu("sampled-10%-26") / cpu("off-26"),
+        "sampled_10pct_no_metrics_vs_off_gateway_cpu_at_16_2026": cpu("sampled-10%-no-metrics-26") / cpu("off-26"),
     }
 
 
