@@ -97,6 +97,23 @@ def shell_commands() -> list[str]:
     return [line.strip() for body in blocks("sh") for line in body.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
+def test_the_readme_python_client_runs_as_shown() -> None:
+    """The README's SDK snippet, verbatim, from the repository root (where the example config is), with
+    ``prompt-gateway`` found on the PATH as a user's install puts it there."""
+    (snippet,) = blocks("python")
+    bin_dir = str(Path(sys.executable).parent)
+    result = subprocess.run(
+        [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=120, cwd=ROOT,
+        stdin=subprocess.DEVNULL, check=False, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "writing__summarize - " in result.stdout
+    assert "eng__internal_debug_dump" not in result.stdout  # the example's policy holds for it too
+    assert "Summarize the following text" in result.stdout
+    assert "A gateway serves many prompt servers." in result.stdout
+
+
 def test_every_readme_command_is_run_or_has_a_reason() -> None:
     for command in shell_commands():
         runnable = command.startswith("prompt-gateway ") or command.startswith("python3 -m venv .venv && ")
