@@ -174,6 +174,9 @@ class AdminPage:
         if token is None:
             message = f"Unauthorized: present an access token with the scope {scope} (Authorization: Bearer)"
             return _secured(PlainTextResponse(message, status_code=401, headers={"WWW-Authenticate": "Bearer"}))
+        if request.url.path not in (self._base, self._base + "/"):  # the event stream, the form: no page to sign in on
+            message = "Unauthorized: sign in on the operator page, or present its token (Authorization: Bearer)"
+            return _secured(PlainTextResponse(message, status_code=401, headers={"WWW-Authenticate": "Bearer"}))
         return self._sign_in_page("Sign in with the operator page's token.", 401)
 
     def _guarded(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
