@@ -183,15 +183,21 @@ async def bench_gets(quick: bool, transports: set[str], *, use_wrk: bool) -> lis
                 http_gateway(http_config("hm.toml", "modern")) as (modern_gateway_url, modern_gateway_process),
                 spawn([PY, "-m", "bench.fastmcp_proxy", "http", proxy_spec]) as proxy,
                 haproxy_relay(shutil.which("haproxy"), url, tmp_path) as relay,
+                spawn([PY, "-m", "bench.relay", url]) as bare_relay,
             ):
                 proxy_url = f"http://127.0.0.1:{int(await first_line(proxy))}/mcp"
                 await wait_http(proxy_url)
+                bare_relay_url = f"http://127.0.0.1:{int(await first_line(bare_relay))}/mcp"
+                await wait_http(bare_relay_url)
                 http_targets = {
                     "direct": (url, "p00001", False, None),
                     "gateway": (gateway_url, "up__p00001", False, gateway_process.pid),
                     "fastmcp": (proxy_url, "up_p00001", False, proxy.pid),
                     "direct-26": (url, "p00001", True, None),
                     "gateway-26": (modern_gateway_url, "up__p00001", True, modern_gateway_process.pid),
+                    # the floor of the gateway's own libraries: uvicorn and aiohttp relaying, nothing else
+                    "relay": (bare_relay_url, "p00001", False, bare_relay.pid),
+                    "relay-26": (bare_relay_url, "p00001", True, bare_relay.pid),
                 }
                 if relay is not None:  # the floor: a plain HTTP relay in front of the same upstream
                     relay_url, relay_pid = relay
@@ -591,12 +597,19 @@ async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
                     for name, (target_url, process, modern) in targets.items()
                 }  # fmt: skip
                 measured = await in_rounds(measures, 1 if quick else ROUNDS)
+            # the SDK's own floor: the same spans, context and histograms made by the SDK alone, exported
+            # to the same sink, no gateway around them
+            floor_run = await anyio.run_process([PY, "-m", "bench.otel_floor", sink, str(2000 if quick else 20000)])
+            floor = float(json.loads(floor_run.stdout)["cpu_us_per_request"])
 
     def cpu(name: str) -> float:
         return float(measured[name]["cpu_us_per_request"]["middle"])
 
     return {
         "rows": [{"telemetry": name, **row} for name, row in measured.items()],
+        "sdk_alone_cpu_us_per_request": floor,
+        "sdk_alone_plus_off_vs_off": (cpu("off") + floor) / cpu("off"),
+        "sdk_alone_plus_off_vs_off_2026": (cpu("off-26") + floor) / cpu("off-26"),
         "traced_vs_off_gateway_cpu_at_16": cpu("traced") / cpu("off"),
         "traced_vs_off_gateway_cpu_at_16_2026": cpu("traced-26") / cpu("off-26"),
         "sampled_10pct_vs_off_gateway_cpu_at_16_2026": cpu("sampled-10%-26") / cpu("off-26"),
@@ -915,6 +928,21 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
         out[f"{transport}_2026_gateway_vs_direct_rps_at_16"] = rps(transport, "gateway-26", 16) / rps(
             transport, "direct-26", 16
         )
+    if any(r["target"] == "relay" for r in rows):  # the floor of the gateway's libraries, with nothing of its own
+        for target in ("relay", "relay-26"):
+            era = "_2026" if target.endswith("26") else ""
+            gateway = "gateway-26" if era else "gateway"
+            out[f"http{era}_relay_cpu_vs_upstream_cpu_at_16"] = cpu("http", target, "middle") / cpu(
+                "http", target, "upstream"
+            )
+            out[f"http{era}_relay_vs_direct_rps_at_16"] = rps("http", target, 16) / rps(
+                "http", "direct-26" if era else "direct", 16
+            )
+            out[f"http{era}_relay_added_p50_ms"] = p50("http", target) - p50("http", "direct-26" if era else "direct")
+            out[f"http{era}_gateway_cpu_vs_relay_cpu_at_16"] = cpu("http", gateway, "middle") / cpu(
+                "http", target, "middle"
+            )
+        out["http_2026_added_p50_ms"] = p50("http", "gateway-26") - p50("http", "direct-26")
     if any(r["target"] == "haproxy" for r in rows):  # the floor: what a plain relay costs, per request
         out["http_haproxy_cpu_vs_upstream_cpu_at_16"] = cpu("http", "haproxy", "middle") / cpu(
             "http", "haproxy", "upstream"
