@@ -86,12 +86,52 @@ deny = ["docs__secret_*"]
         ({"upstreams": [remote(client_key=__file__)]}, "upstreams[0]: client_key is set without client_cert"),
         ({"upstreams": [remote(ca_file="/no/such/ca.pem")]}, "upstreams[0]: ca_file: no such file '/no/such/ca.pem'"),
         ({"upstreams": [remote(connect_timeout_s=0)]}, "upstreams[0].connect_timeout_s: Input should be greater"),
+        (  # aiohttp refuses each request of such a connection (issue 35): refused here instead, by key
+            {"upstreams": [remote(url="http://op:pw@h/mcp", headers={"authorization": "Bearer x"})]},
+            "upstreams[0].headers: an Authorization header cannot go with credentials in url",
+        ),
+        (
+            {
+                "upstreams": [
+                    remote(
+                        url="http://op@h/mcp", oauth={"token_url": "https://t/", "client_id": "c", "client_secret": "s"}
+                    )
+                ]
+            },
+            "upstreams[0].oauth: the gateway's own token (oauth) cannot go with credentials in url",
+        ),
+        (
+            {
+                "upstreams": [
+                    remote(
+                        headers={"Authorization": "Bearer x"},
+                        oauth={"token_url": "https://t/", "client_id": "c", "client_secret": "s"},
+                    )
+                ]
+            },
+            "upstreams[0].oauth: the gateway's own token (oauth) cannot go with an Authorization header",
+        ),
+        ({"upstreams": [remote(url="http://[::1/mcp")]}, "upstreams[0].url: Invalid IPv6 URL"),
+        ({"upstreams": [remote(url="http://h:99999/mcp")]}, "upstreams[0].url: Port out of range"),
+        ({"upstreams": [remote(url="http:///mcp")]}, "upstreams[0].url: the URL has no host"),
     ],
 )
 def test_errors_name_the_key_path(data: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(data, {})
     assert message in info.value.message
+
+
+def test_a_url_is_echoed_without_its_password() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"upstreams": [remote(url="http://op:hunter2@[::1/mcp")]}, {})
+    assert "(got 'http://[redacted]@[::1/mcp')" in info.value.message
+    assert "hunter2" not in info.value.message
+
+
+def test_credentials_in_the_url_or_an_authorization_header_alone_are_fine() -> None:
+    parse_config({"upstreams": [remote(url="http://op:pw@h/mcp", headers={"X-Team": "a"})]}, {})
+    parse_config({"upstreams": [remote(headers={"Authorization": "Bearer x"})]}, {})
 
 
 def test_http_client_settings_parse() -> None:

@@ -185,6 +185,9 @@ def expand_variables(value: Any, environ: Mapping[str, str], path: str = "") -> 
     return value
 
 
+_USERINFO = re.compile(r"(://)[^/@\s]*@")
+
+
 def _key_path(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
@@ -213,7 +216,12 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str] | None = No
             elif error["type"] == "string_pattern_mismatch" and where.endswith("namespace"):
                 message = f"{error['input']!r} is not a valid namespace: use letters, digits, '_' and '-' only"
             elif isinstance(error.get("input"), (str, int, float)) and not _SECRET_PATH.search(where):
-                message = f"{message} (got {error['input']!r})"  # secrets are never echoed
+                shown = (
+                    _USERINFO.sub(r"\1[redacted]@", error["input"])
+                    if isinstance(error["input"], str)
+                    else error["input"]
+                )
+                message = f"{message} (got {shown!r})"  # secrets are never echoed, nor a URL's password
             problems.append(f"{where}: {message}" if where else message)
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from exc
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     Discriminator,
     Field,
     Tag,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -141,6 +143,45 @@ class HttpUpstream(_UpstreamSettings):
     oauth: UpstreamOAuth | None = None
     protocol: Literal["auto", "modern", "legacy"] = "auto"
 
+    @field_validator("url")
+    @classmethod
+    def _url_parses(cls, value: str) -> str:
+        """A URL the HTTP client cannot parse (``http://[::1/mcp``, a port past 65535) raised inside the
+        connection, not here."""
+        parts = urlsplit(value)  # raises ValueError for a bracket left open
+        if not parts.hostname:
+            raise ValueError("the URL has no host")
+        _ = parts.port  # raises ValueError for a port that is not a number up to 65535
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _one_authorization(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        """The HTTP client refuses a request with both an Authorization header and credentials in the URL
+        (it would have to choose one): refused here, where the key can be named."""
+        url = info.data.get("url")
+        if isinstance(url, str) and _has_credentials(url) and any(k.lower() == "authorization" for k in value):
+            raise ValueError(
+                "an Authorization header cannot go with credentials in url (user:password@): keep one of them"
+            )
+        return value
+
+    @field_validator("oauth")
+    @classmethod
+    def _oauth_alone(cls, value: UpstreamOAuth | None, info: ValidationInfo) -> UpstreamOAuth | None:
+        """The gateway's own token is its Authorization: beside credentials in the URL the HTTP client
+        refuses each request, and beside an Authorization header one of the two would be dropped."""
+        if value is None:
+            return value
+        url, headers = info.data.get("url"), info.data.get("headers") or {}
+        if isinstance(url, str) and _has_credentials(url):
+            raise ValueError(
+                "the gateway's own token (oauth) cannot go with credentials in url (user:password@): keep one"
+            )
+        if any(key.lower() == "authorization" for key in headers):
+            raise ValueError("the gateway's own token (oauth) cannot go with an Authorization header: keep one")
+        return value
+
     @model_validator(mode="after")
     def _tls_settings_agree(self) -> HttpUpstream:
         if not self.verify and self.ca_file is not None:
@@ -152,6 +193,14 @@ class HttpUpstream(_UpstreamSettings):
             if path is not None and not Path(path).is_file():
                 raise ValueError(f"{key}: no such file {path!r}")
         return self
+
+
+def _has_credentials(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False  # refused for itself (``url``)
+    return parts.username is not None or parts.password is not None
 
 
 class FilesUpstream(_UpstreamSettings):

@@ -65,6 +65,9 @@ from gateway.sources.upstream_options import (
 from gateway.transports.base import MessageStream
 from gateway.transports.stdio import ChildSpec, open_child
 
+if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
+    from exceptiongroup import BaseExceptionGroup
+
 State = Literal["starting", "ready", "backing-off", "failed", "stopped"]
 
 _TRANSITIONS: dict[State, frozenset[State]] = {
@@ -95,6 +98,13 @@ def _connection_failures() -> tuple[type[BaseException], ...]:
     if http is None:
         return (OSError, UpstreamError)
     return (OSError, UpstreamError, http.HttpTransportError, *http.HTTP_ERRORS)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The one exception a task group's ExceptionGroup wraps (the group itself when it holds several)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
@@ -280,10 +290,15 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
                     if self._era_key is not None:
                         era_memory.remember_handshake_only(self._era_key)  # the next run skips the probe
                     continue  # once, at once: the handshake alone from now on
-                except _connection_failures() as exc:
-                    reason = self._reason_of(exc)
-                    if self._era_key is not None and remembered and not self._handshake_only:
-                        era_memory.forget(self._era_key)  # remembered as handshake-only, it proved modern
+                except Exception as exc:  # the supervision boundary: one upstream's fault stays its own
+                    failure = _leaf(exc)
+                    if isinstance(failure, _connection_failures()):
+                        reason = self._reason_of(failure)
+                        if self._era_key is not None and remembered and not self._handshake_only:
+                            era_memory.forget(self._era_key)  # remembered as handshake-only, it proved modern
+                    else:
+                        reason = self._unexpected(exc)
+                self._stream = None  # a connection that raised left it set
                 self.last_error = reason
                 up_for = None if self._ready_since is None else anyio.current_time() - self._ready_since
                 if up_for is not None and up_for >= self._stable_after_s:
@@ -400,6 +415,19 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
         if isinstance(self.settings, HttpUpstream):
             return UpstreamUnavailable(self.namespace, f"cannot be reached: {detail}").message
         return UpstreamUnavailable(self.namespace, detail).message
+
+    def _unexpected(self, exc: Exception) -> str:
+        """An exception nothing expected (a fault in the gateway or a library, a setting the OS refuses):
+        logged with its traceback, and the connection treated as failed, so that it costs this upstream
+        alone, never the gateway."""
+        failure = _leaf(exc)
+        detail = f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
+        reason = UpstreamUnavailable(
+            self.namespace, f"failed unexpectedly ({detail}); the log has the traceback"
+        ).message
+        if reason != self.last_error:  # the same fault at each retry: its traceback once
+            self._log.error("upstream_unexpected_error", error=reason, exc_info=exc)
+        return reason
 
     def _raise_if_unreachable(self, exc: PeerClosed) -> None:
         """A remote server that could not be reached (the transport said why) is down, not dead of the
