@@ -325,9 +325,9 @@ async def run_gateway(config: Config, *, settle: bool = False, telemetry: bool =
         with anyio.CancelScope(shield=True):
             if subreaper:  # every upstream has stopped: what they left behind goes with them
                 await orphans.end_adopted(ORPHAN_GRACE_S)
-            if traced is not None:  # what is buffered is exported (the exporter bounds its wait)
+            if traced is not None:  # what is buffered is exported, within the grace
                 tracing.install(tracing.NoTracing())
-                await anyio.to_thread.run_sync(traced.shutdown)
+                await anyio.to_thread.run_sync(traced.shutdown, config.gateway.shutdown_grace_s)
 
 
 def telemetry_wanted(settings: TelemetrySettings) -> bool:

@@ -22,3 +22,7 @@ class TelemetrySettings(_Section):
     metrics: bool = True
     """Export the MCP duration histograms too."""
     metrics_interval_s: float = Field(60.0, gt=0, le=3600)
+    upstream_error_messages: bool = False
+    """Put an upstream's own error message in a failed span's status description. Off: the gateway's own
+    words (``Upstream 'x' answered with error -32602``), since an upstream's message may quote an
+    argument's value, and traces are read by more people than the audit."""

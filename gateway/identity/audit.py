@@ -24,7 +24,7 @@ import structlog
 from gateway.config import AuditSettings
 from gateway.identity.principal import Identity
 from gateway.observability.logs import json_text
-from gateway.protocol.errors import ClientError, RateLimited, UpstreamTimeout, UpstreamUnavailable
+from gateway.protocol.errors import SAID_BY_THE_GATEWAY, RateLimited
 
 log = structlog.get_logger("gateway.audit")
 
@@ -100,12 +100,6 @@ class RefusedRequest:
     body: bytes | None  # else its body, when one was read within the bound
 
 
-_SAID_BY_THE_GATEWAY = (ClientError, UpstreamTimeout, UpstreamUnavailable)
-"""Errors whose words are the gateway's own (an unknown prompt, params that do not validate, an upstream
-down or slow), audited as the ``reason``: never an upstream's message, which may quote an argument's
-value (the audit keeps values only with ``argument_values``)."""
-
-
 class AuditTrail:
     def __init__(self, settings: AuditSettings, *, keep_recent: int = 0) -> None:
         self._values = settings.argument_values
@@ -161,7 +155,7 @@ class AuditTrail:
         except Exception as exc:
             code = getattr(exc, "code", None)
             event.update(outcome="error", code=code if isinstance(code, int) else None)
-            if isinstance(exc, _SAID_BY_THE_GATEWAY):
+            if isinstance(exc, SAID_BY_THE_GATEWAY):  # never an upstream's words: they may quote a value
                 event["reason"] = exc.message[:300]
             raise
         else:

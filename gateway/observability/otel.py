@@ -11,7 +11,9 @@ environment variables; what ``[telemetry]`` sets wins over them.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -20,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import structlog
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
@@ -37,7 +40,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from gateway.config import TelemetrySettings
 from gateway.observability.tracing import RECEIVED_OVER, Arrival, ClientSpan, Destination, session_label, target_of
-from gateway.protocol.errors import UpstreamRejected, UpstreamTimeout
+from gateway.protocol.errors import SAID_BY_THE_GATEWAY, UpstreamError, UpstreamRejected, UpstreamTimeout
 from gateway.protocol.jsonrpc import Request, RequestId
 from gateway.protocol.trace_context import carried, with_trace
 
@@ -48,6 +51,7 @@ DEFAULT_SERVICE_NAME = "mcp-prompt-gateway"
 UPSTREAM_ATTRIBUTE = "prompt_gateway.upstream"
 """The upstream a CLIENT span goes to, by its namespace (the gateway's own attribute)."""
 
+_log = structlog.get_logger("gateway.telemetry")
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 
 
@@ -66,21 +70,36 @@ def _endpoint(settings: TelemetrySettings, signal: str) -> str | None:
     return settings.endpoint.rstrip("/") + f"/v1/{signal}"
 
 
-def _error_type(exc: BaseException, *, answered_by_peer: bool) -> tuple[str, str | None, str]:
+def _error_type(exc: BaseException, *, answered_by_peer: bool, verbatim: bool) -> tuple[str, str | None, str]:
     """(error.type, rpc.response.status_code, status description) of what a request ended with: the
     JSON-RPC code of the error answer where there was one (the gateway's to its client; an upstream's
     own, for a CLIENT span), else ``timeout``, ``cancelled`` or the error's class name."""
-    message = str(getattr(exc, "message", None) or exc or type(exc).__name__)[:512]
     code = getattr(exc, "code", None)
     if answered_by_peer:
         code = code if isinstance(exc, UpstreamRejected) else None
     if isinstance(code, int):
-        return str(code), str(code), message
-    if isinstance(exc, (TimeoutError, UpstreamTimeout)):
-        return "timeout", None, message
-    if isinstance(exc, anyio.get_cancelled_exc_class()):
-        return "cancelled", None, message
-    return type(exc).__qualname__, None, message
+        error_type: str = str(code)
+    elif isinstance(exc, (TimeoutError, UpstreamTimeout)):
+        error_type = "timeout"
+    elif isinstance(exc, anyio.get_cancelled_exc_class()):
+        error_type = "cancelled"
+    else:
+        error_type = type(exc).__qualname__
+    status_code = error_type if isinstance(code, int) else None
+    return error_type, status_code, _description(exc, error_type, verbatim=verbatim)
+
+
+def _description(exc: BaseException, error_type: str, *, verbatim: bool) -> str:
+    """A failed span's status description, in the gateway's own words as the audit's ``reason`` is: an
+    upstream's message (or an exception's, which may hold anything) may quote an argument's value, and
+    the docs promise values are never recorded. ``[telemetry] upstream_error_messages`` opts in to it."""
+    if verbatim or isinstance(exc, SAID_BY_THE_GATEWAY):
+        return str(getattr(exc, "message", None) or exc or type(exc).__name__)[:512]
+    if isinstance(exc, UpstreamRejected):
+        return f"Upstream '{exc.upstream}' answered with error {exc.code}"
+    if isinstance(exc, UpstreamError):
+        return f"Upstream '{exc.upstream}' failed ({type(exc).__name__})"
+    return error_type
 
 
 def _network_attributes(arrival: Arrival | None) -> dict[str, str | int]:
@@ -143,6 +162,7 @@ class OpenTelemetryTracing:
         """Exporting over OTLP/HTTP, or to ``span_exporter`` and ``metric_reader`` where given (the SDK's
         in-memory ones, for tests that read what would have been sent)."""
         resource = _resource(settings)
+        self._verbatim = settings.upstream_error_messages
         sampler = ParentBased(TraceIdRatioBased(settings.sample_ratio)) if settings.sample_ratio is not None else None
         self._traces = TracerProvider(sampler=sampler, resource=resource, shutdown_on_exit=False)
         exporter = span_exporter or OTLPSpanExporter(endpoint=_endpoint(settings, "traces"))
@@ -201,7 +221,8 @@ class OpenTelemetryTracing:
         attributes.update(_arrival_attributes(arrival))
         metric.update(_network_attributes(arrival))
         span = self._tracer.start_span(name, parent, SpanKind.SERVER, attributes, links)
-        return _Scope(span, trace.set_span_in_context(span, parent), self._server_duration, metric, client=False)
+        context = trace.set_span_in_context(span, parent)
+        return _Scope(span, context, self._server_duration, metric, client=False, verbatim=self._verbatim)
 
     def client(
         self, method: str, params: dict[str, Any] | None, *, to: Destination, mcp_version: str | None
@@ -211,6 +232,8 @@ class OpenTelemetryTracing:
         metric["network.transport"] = to.transport
         if to.transport == "tcp":
             metric["network.protocol.name"] = "http"
+        if to.protocol_version is not None:
+            metric["network.protocol.version"] = to.protocol_version
         if to.address is not None:
             metric["server.address"] = to.address
             if to.port is not None:
@@ -218,7 +241,8 @@ class OpenTelemetryTracing:
         if mcp_version is not None:
             metric["mcp.protocol.version"] = mcp_version
         span = self._tracer.start_span(name, None, SpanKind.CLIENT, {**metric, UPSTREAM_ATTRIBUTE: to.namespace})
-        return _Scope(span, trace.set_span_in_context(span), self._client_duration, metric, client=True)
+        context = trace.set_span_in_context(span)
+        return _Scope(span, context, self._client_duration, metric, client=True, verbatim=self._verbatim)
 
     def step(self, name: str, **attributes: str | int) -> AbstractContextManager[None]:
         return self._step(name, attributes)
@@ -241,7 +265,7 @@ class OpenTelemetryTracing:
             try:
                 yield
             except BaseException as exc:
-                _failed(span, exc, None)
+                _failed(span, exc, None, verbatim=self._verbatim)
                 raise
 
     def session_ended(self, duration_s: float, *, mcp_version: str | None, arrival: Arrival | None) -> None:
@@ -255,13 +279,33 @@ class OpenTelemetryTracing:
         self._traces.force_flush()
         self._meters.force_flush()
 
-    def shutdown(self) -> None:
-        self._traces.shutdown()
-        self._meters.shutdown()
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Export what is buffered and stop, waiting ``timeout_s`` at most (the gateway's
+        ``shutdown_grace_s``). The exporters' own bounds are per attempt (10 s, retried with backoff,
+        traces then metrics): a collector that is down or never answers held a stopping gateway 15 to
+        25 s, past a service manager's patience. What is not exported in time is dropped; the export
+        threads are daemons, ended with the process."""
+        done = threading.Event()
+
+        def stop() -> None:
+            try:
+                self._traces.shutdown()
+                self._meters.shutdown()
+            finally:
+                done.set()
+
+        threading.Thread(target=stop, name="telemetry-shutdown", daemon=True).start()
+        if not done.wait(timeout_s):
+            _log.warning(
+                "telemetry_export_abandoned", waited_s=timeout_s, reason="the collector did not take it in time"
+            )
+            logging.getLogger("opentelemetry").disabled = True  # its threads' retries, as the process ends: noise
 
 
-def _failed(span: trace.Span, exc: BaseException, metric: dict[str, Any] | None, *, client: bool = False) -> None:
-    error_type, status_code, message = _error_type(exc, answered_by_peer=client)
+def _failed(
+    span: trace.Span, exc: BaseException, metric: dict[str, Any] | None, *, client: bool = False, verbatim: bool
+) -> None:
+    error_type, status_code, message = _error_type(exc, answered_by_peer=client, verbatim=verbatim)
     span.set_attribute("error.type", error_type)
     if status_code is not None:
         span.set_attribute("rpc.response.status_code", status_code)
@@ -277,7 +321,7 @@ class _Scope:
     manager: the SDK's ``start_as_current_span`` nests two generator-based ones, which cost a tenth of
     tracing a request."""
 
-    __slots__ = ("_client", "_context", "_histogram", "_metric", "_span", "_started", "_token")
+    __slots__ = ("_client", "_context", "_histogram", "_metric", "_span", "_started", "_token", "_verbatim")
 
     def __init__(
         self,
@@ -287,9 +331,10 @@ class _Scope:
         metric: dict[str, str | int],
         *,
         client: bool,
+        verbatim: bool,
     ) -> None:
         self._span, self._context, self._histogram = span, context, histogram
-        self._metric, self._client = metric, client
+        self._metric, self._client, self._verbatim = metric, client, verbatim
         self._started = 0.0
         self._token: Any = None
 
@@ -303,7 +348,7 @@ class _Scope:
     ) -> None:
         try:
             if exc is not None:
-                _failed(self._span, exc, self._metric, client=self._client)
+                _failed(self._span, exc, self._metric, client=self._client, verbatim=self._verbatim)
                 if not self._client:  # a name a client made up would start a series: kept for what succeeded
                     self._metric.pop("gen_ai.prompt.name", None)
                     self._metric.pop("gen_ai.tool.name", None)

@@ -46,6 +46,7 @@ class Destination:
     transport: str  # "pipe" or "tcp"
     address: str | None = None  # server.address (an HTTP upstream's host)
     port: int | None = None
+    protocol_version: str | None = None  # network.protocol.version of an HTTP upstream's requests
 
 
 class ClientSpan(Protocol):
@@ -75,8 +76,8 @@ class Tracing(Protocol):
     def session_ended(self, duration_s: float, *, mcp_version: str | None, arrival: Arrival | None) -> None:
         """A handshake-era session ended (``mcp.server.session.duration``; 2026-07-28 has no sessions)."""
 
-    def shutdown(self) -> None:
-        """Export what is buffered and stop."""
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Export what is buffered and stop, within ``timeout_s`` (None: as long as the exporters take)."""
 
 
 class _Untraced:
@@ -110,7 +111,7 @@ class NoTracing:
     def session_ended(self, duration_s: float, *, mcp_version: str | None, arrival: Arrival | None) -> None:
         return
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout_s: float | None = None) -> None:
         return
 
 

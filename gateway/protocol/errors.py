@@ -160,3 +160,10 @@ class UpstreamRejected(UpstreamError):
         self.code = code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR
         self.message = message if isinstance(message, str) else "Upstream error"
         self.data = error.get("data")
+
+
+SAID_BY_THE_GATEWAY = (ClientError, UpstreamTimeout, UpstreamUnavailable)
+"""Errors whose words are the gateway's own (an unknown prompt, params that do not validate, an upstream
+down or slow): the audit's ``reason`` and a span's status may carry them. An upstream's own message (an
+``UpstreamRejected``'s, or what an answer that could not be relayed held) may quote an argument's
+value: what records it stays in the operator's hands."""

@@ -90,11 +90,13 @@ def _without_credentials(url: str) -> str:
 
 
 def destination_of(settings: StdioUpstream | HttpUpstream) -> Destination:
-    """The upstream as its CLIENT spans name it: a pipe, or the host and port of its URL."""
+    """The upstream as its CLIENT spans name it: a pipe, or the host and port of its URL, spoken to in
+    HTTP/1.1 (the only version aiohttp's client speaks)."""
     if isinstance(settings, StdioUpstream):
         return Destination(settings.namespace, "pipe")
     parts = urlsplit(settings.url)
-    return Destination(settings.namespace, "tcp", parts.hostname, parts.port or _DEFAULT_PORTS.get(parts.scheme))
+    port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+    return Destination(settings.namespace, "tcp", parts.hostname, port, protocol_version="1.1")
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}

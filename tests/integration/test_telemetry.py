@@ -10,6 +10,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from tests.integration.helpers import (
     write_config,
 )
 from tests.integration.otlp import Collector, ReceivedSpan, otlp_collector
+from tests.integration.services import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -125,6 +128,8 @@ async def the_other_upstream(collector: Collector, client: Client, front: str) -
     _, parent = traceparent_parts(carried["meta"]["traceparent"])
     span = await collector.wait_for(lambda c: next((s for s in c.spans if s.span_id == parent), None))
     assert span.attributes["network.transport"] == "tcp"
+    assert span.attributes["network.protocol.name"] == "http"
+    assert span.attributes["network.protocol.version"] == "1.1"  # as on SERVER spans over HTTP
     assert span.attributes["server.address"] == "127.0.0.1"
     assert isinstance(span.attributes["server.port"], int)
     assert span.attributes["prompt_gateway.upstream"] == "web"
@@ -251,6 +256,51 @@ async def test_a_trace_of_stateless_2026_07_28_requests_has_no_session(tmp_path:
         assert "mcp.server.session.duration" not in collector.metrics
 
 
+@pytest.mark.parametrize("verbatim", [False, True])
+async def test_an_upstreams_error_message_is_exported_only_when_opted_in(tmp_path: Path, verbatim: bool) -> None:
+    """An upstream's own error message may quote an argument's value (as this one does), and the docs
+    promise argument values are never recorded: the SERVER and CLIENT spans copied it into their status
+    description. They say it in the gateway's words now, as the audit does, unless opted in."""
+    secret = "hunter2-do-not-record"
+    async with otlp_collector() as collector, http_upstream("meta_echo", "streamable-http") as web_url:
+        config = write_config(
+            tmp_path / "g.toml",
+            upstreams(web_url),
+            server={"transport": "http", "port": 0},
+            telemetry={**telemetry(collector), "upstream_error_messages": verbatim},
+        )
+        async with (
+            running_gateway(config, env=EXPORT_SOON) as gateway,
+            Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client,
+        ):
+            for front in ("pipe__refuse", "web__refuse"):
+                with pytest.raises(MCPError) as refused:
+                    await client.get_prompt(front, {"value": secret}, meta=CLIENT_CONTEXT)
+                assert secret in refused.value.error.message  # the client is told what its upstream said
+
+            def failed(c: Collector) -> list[ReceivedSpan] | None:
+                found = [
+                    s
+                    for s in c.spans
+                    if s.attributes.get("gen_ai.prompt.name") in ("pipe__refuse", "web__refuse", "refuse")
+                ]
+                return found if len(found) == 4 else None
+
+            spans = await collector.wait_for(failed)
+        for span in spans:
+            assert span.status_code == 2  # ERROR
+            assert span.attributes["error.type"] == "-32602"
+            assert (secret in span.status_message) is verbatim, span
+            if not verbatim:
+                upstream = span.attributes.get("prompt_gateway.upstream") or span.name.split()[-1].split("__")[0]
+                assert span.status_message == f"Upstream '{upstream}' answered with error -32602"
+        assert {(s.kind_name, s.attributes.get("prompt_gateway.upstream")) for s in spans} == {
+            ("SERVER", None),
+            ("CLIENT", "pipe"),
+            ("CLIENT", "web"),
+        }
+
+
 async def test_check_and_the_other_commands_export_nothing(tmp_path: Path) -> None:
     """Only ``serve`` traces: a ``check`` run as a CI probe must not put root spans into production traces."""
     async with otlp_collector() as collector:
@@ -277,3 +327,46 @@ def test_telemetry_on_without_the_sdk_installed_is_a_config_error_saying_how(tmp
     assert "Traceback" not in checked.stderr
     assert "[telemetry] is enabled but the OpenTelemetry SDK is not installed" in checked.stderr
     assert "pip install '.[telemetry]'" in checked.stderr
+
+
+@asynccontextmanager
+async def unreachable_collector(how: str) -> AsyncIterator[str]:
+    """An OTLP endpoint that is down (nothing listens on its port), or black-holed (connections are
+    accepted, and nothing is ever answered)."""
+    if how == "down":
+        yield f"http://127.0.0.1:{free_port()}"
+        return
+
+    async def hold(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await anyio.sleep_forever()
+
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, hold)
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)  # noqa: S610 - anyio's, not Django's
+        yield f"http://127.0.0.1:{port}"
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("how", ["down", "black-holed"])
+async def test_shutdown_with_the_collector_unreachable_ends_within_the_grace(tmp_path: Path, how: str) -> None:
+    """The exporters' final flush (10 s an attempt, retried; traces, then metrics) held a stopping gateway
+    15 to 25 s, past systemd's TimeoutStopSec: bounded by ``shutdown_grace_s`` now."""
+    grace = 2
+    async with unreachable_collector(how) as endpoint:
+        config = write_config(
+            tmp_path / "g.toml",
+            [sdk_upstream("pipe", "meta_echo")],
+            gateway={"shutdown_grace_s": grace},
+            server={"transport": "http", "port": 0},
+            telemetry={"enabled": True, "endpoint": endpoint, "metrics_interval_s": 3600},
+        )
+        async with running_gateway(config) as gateway:
+            async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+                await client.get_prompt("pipe__echo")  # spans and a histogram buffered, for the final flush
+            gateway.process.terminate()
+            with anyio.fail_after(grace + 6):  # generous: the whole stop, not the flush alone
+                await gateway.process.wait()
+            assert gateway.process.returncode == 0
+            abandoned = await gateway.wait_for_event("telemetry_export_abandoned")
+            assert abandoned["waited_s"] == grace

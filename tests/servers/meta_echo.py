@@ -1,5 +1,6 @@
 """A prompt whose text is what its request carried: the ``_meta`` the server received and, over HTTP,
-the trace headers (what a tracing test reads to follow the context the gateway sent upstream)."""
+the trace headers (what a tracing test reads to follow the context the gateway sent upstream); and one
+that refuses with an error quoting its argument's value, as servers' validation errors do."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from mcp.server.lowlevel.server import Server
 
 from tests.servers.common import run_stdio, text_result
 
-PROMPTS = [t.Prompt(name="echo", description="says what its request carried")]
+PROMPTS = [
+    t.Prompt(name="echo", description="says what its request carried"),
+    t.Prompt(
+        name="refuse",
+        description="refuses, quoting its argument",
+        arguments=[t.PromptArgument(name="value", required=True)],
+    ),
+]
 TRACE_HEADERS = ("traceparent", "tracestate", "baggage")
 
 
@@ -21,6 +29,8 @@ async def list_prompts(ctx: Any, params: t.PaginatedRequestParams | None) -> t.L
 
 
 async def get_prompt(ctx: Any, params: t.GetPromptRequestParams) -> t.GetPromptResult:
+    if params.name == "refuse":
+        raise MCPError(code=-32602, message=f"cannot use {(params.arguments or {}).get('value')!r}")
     if params.name != "echo":
         raise MCPError(code=-32602, message=f"Unknown prompt: {params.name}")
     request = getattr(ctx, "request", None)
