@@ -23,7 +23,7 @@ from gateway.protocol.errors import (
     UpstreamUnavailable,
 )
 from gateway.protocol.models import DiscoverResult, InitializeResult, describe
-from gateway.protocol.modern import RECOGNIZED_MODERN_ERRORS, SERVER_INFO_KEY, with_envelope
+from gateway.protocol.modern import SERVER_INFO_KEY, with_envelope
 from gateway.protocol.versions import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -119,6 +119,7 @@ class EraNegotiation:
     server_info: dict[str, Any]
     _handshake_only: bool
     _guessed_handshake_only: bool
+    probe_outcome: str | None
     _connection_tasks: TaskGroup | None
     _stream: MessageStream | None
 
@@ -133,6 +134,7 @@ class EraNegotiation:
         the probe gets ``PROBE_PATIENCE_S`` alone; then the handshake is tried beside it, and a probe
         answer that still comes (a busy server, or one that refuses ``initialize`` as modern-only) wins."""
         settings = self.settings
+        self.probe_outcome = None
         mode = "legacy" if isinstance(settings, HttpUpstream) and settings.transport == "sse" else settings.protocol
         if mode == "legacy" or self._handshake_only:
             await self._handshake(peer, probed=False)
@@ -176,6 +178,8 @@ class EraNegotiation:
             discovered = probe.result()
             if discovered is not None:
                 return discovered
+        else:
+            self.probe_outcome = "handshake: server/discover not answered yet"
         _set_version(stream, None)
         try:
             await self._handshake(peer, probed=True)
@@ -208,26 +212,31 @@ class EraNegotiation:
             raise HandshakeFailed("does not offer the prompts capability")
 
     async def _discover(self, peer: RpcPeer, *, required: bool) -> DiscoverResult | None:
-        """The server's DiscoverResult when it speaks a modern revision we speak; None for a legacy server
-        (any error that is not a modern one, or silence), unless ``required``."""
+        """The server's DiscoverResult when it speaks a modern revision we speak. Unless ``required``,
+        None for any other answer, at once, as the official SDK's client decides: an HTTP error status, a
+        JSON-RPC error, a body that is not JSON-RPC or not a DiscoverResult, or silence (a handshake-era
+        server: git-mcp-server answers the probe with HTTP 500, and was retried for ever). Only a
+        -32022 listing no revision we speak in either era is an answer that ends it."""
         params = with_envelope(None, version=LATEST_MODERN_VERSION, client_info=CLIENT_INFO)
         try:
             raw = await peer.request("server/discover", params, timeout=self.settings.timeout_s)
         except UnusableAnswer as exc:
+            if not required:
+                return self._refused(f"answered unusably: {exc.problem}")
             raise UpstreamProtocolError(self.namespace, f"answered server/discover unusably: {exc.problem}") from exc
         except RemoteError as exc:
             status = http_status(exc)
-            if status is not None and (status >= 500 or required):
-                raise UpstreamUnavailable(self.namespace, f"answered server/discover with HTTP {status}") from exc
             code, data = exc.error.get("code"), exc.error.get("data")
             supported = data.get("supported") if isinstance(data, dict) else None
             if code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(supported, list):
                 if not required and any(v in HANDSHAKE_VERSIONS for v in supported):
-                    return None  # it also speaks a handshake revision
+                    return self._refused(f"it speaks {supported}")
                 raise HandshakeFailed(f"speaks only protocol revisions {supported}, none of which we speak") from exc
-            if required or code in RECOGNIZED_MODERN_ERRORS:
-                raise HandshakeFailed(f"refused server/discover: {exc.error.get('message')}") from exc
-            return None
+            if not required:
+                return self._refused(f"HTTP {status}" if status is not None else f"error {code}")
+            if status is not None:
+                raise UpstreamUnavailable(self.namespace, f"answered server/discover with HTTP {status}") from exc
+            raise HandshakeFailed(f"refused server/discover: {exc.error.get('message')}") from exc
         except PeerClosed as exc:
             self._raise_if_unreachable(exc)
             if required:
@@ -239,16 +248,23 @@ class EraNegotiation:
         except RequestTimeout as exc:
             if required:
                 raise UpstreamTimeout(self.namespace, "did not answer server/discover") from exc
-            return None
+            return self._refused("no answer")
         try:
             result = DiscoverResult.model_validate(raw)
         except ValidationError as exc:
+            if not required:
+                return self._refused(f"not a DiscoverResult: {describe(exc)}")
             raise HandshakeFailed(f"sent an invalid server/discover result: {describe(exc)}") from exc
         if LATEST_MODERN_VERSION in result.supportedVersions:
             return result
         if required:
             raise HandshakeFailed(f"supports only {result.supportedVersions}, not {LATEST_MODERN_VERSION}")
-        return None  # it answers discovery but advertises no modern revision: a legacy advertisement
+        return self._refused(f"it supports {result.supportedVersions}")  # a legacy advertisement
+
+    def _refused(self, why: str) -> DiscoverResult | None:
+        """None: the probe's answer says a handshake-era server (noted for the ready log, with why)."""
+        self.probe_outcome = f"handshake: server/discover {why}"
+        return None
 
     async def _handshake(self, peer: RpcPeer, *, probed: bool) -> None:
         """``probed``: the probe went first on this connection, and a server that dies now died of it."""

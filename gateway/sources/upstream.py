@@ -148,6 +148,7 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
         self._peer: RpcPeer | None = None
         self.state: State = "starting"
         self.protocol_version: str | None = None
+        self.probe_outcome: str | None = None  # why an auto upstream was taken for handshake-era (the log)
         self.capabilities: dict[str, Any] = {}
         self.server_info: dict[str, Any] = {}
         self.last_error: str | None = None
@@ -360,6 +361,8 @@ class UpstreamConnector(EraNegotiation, ConnectionUpkeep):
                 self._connection_tasks = tg
                 try:
                     await self._establish(peer, stream)
+                    if self.probe_outcome is not None:
+                        details["probe"] = self.probe_outcome
                     self._enter(
                         "ready", server=self.server_info.get("name"), protocol_version=self.protocol_version, **details
                     )

@@ -19,8 +19,9 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, MCPError
 
-from tests.integration.helpers import ROOT, RunningGateway, running_gateway, write_config
+from tests.integration.helpers import ROOT, RunningGateway, http_upstream, running_gateway, write_config
 from tests.integration.services import free_port
+from tests.servers.http_serve import REFUSALS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 PATHS = {"streamable-http": "/mcp", "sse": "/sse"}
@@ -153,3 +154,28 @@ async def test_a_ready_server_that_starts_answering_503_is_reported_down(tmp_pat
             assert "dyn" in down["error"]
             async with httpx.AsyncClient() as http:
                 assert (await http.get(f"{gateway.url}/readyz")).status_code == 503
+
+
+@pytest.mark.parametrize("refusal", list(REFUSALS))
+async def test_a_server_that_refuses_the_probe_is_spoken_to_with_the_handshake_at_once(
+    tmp_path: Path, refusal: str
+) -> None:
+    """git-mcp-server answers server/discover with HTTP 500 and a JSON-RPC error: the gateway backed off and
+    tried again for ever, and listed nothing. Any refusal of the probe (an HTTP error, a JSON-RPC error, a
+    body that is not JSON) now means a handshake-era server, at once, as the official SDK's client has it."""
+    async with http_upstream("dynamic", "streamable-http", env={"SERVE_REFUSE_DISCOVER": refusal}) as url:
+        config = write_config(
+            tmp_path / "c.toml",
+            [{"namespace": "dyn", "transport": "streamable-http", "url": url, "timeout_s": 60}],
+            server={"transport": "http", "port": 0},
+        )
+        async with running_gateway(config) as gateway:
+            settled = await gateway.wait_for_event("upstream_state", timeout=30, upstream="dyn")
+            assert settled["state"] == "ready", settled
+            assert settled["protocol_version"] == "2025-11-25"
+            assert settled["probe"].startswith("handshake: server/discover ")
+            assert "not answered" not in settled["probe"]  # the refusal decided, not the probe's patience
+            async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+                assert "dyn__pid" in {p.name for p in (await client.list_prompts()).prompts}
+                pid = (await client.get_prompt("dyn__pid")).messages[0].content
+                assert isinstance(pid, t.TextContent)

@@ -8,12 +8,15 @@ line (the socket already accepts connections) instead of polling.
 origin (``localhost`` instead of ``127.0.0.1``). ``SERVE_TLS_DIR`` serves HTTPS with the ``server.pem``
 and ``server.key`` found there; ``SERVE_CLIENT_CA`` (a CA file) then requires a client certificate it signed.
 ``SERVE_REQUIRE_ISSUER`` makes it an OAuth protected resource: every request needs a JWT access token from
-that issuer (its ``/jwks``) for this server's URL, else 401.
+that issuer (its ``/jwks``) for this server's URL, else 401. ``SERVE_REFUSE_DISCOVER`` answers every
+``server/discover`` the way a handshake-era server may (``REFUSALS``: git-mcp-server's HTTP 500 with a
+JSON-RPC error among them) and hands everything else to the server.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import socket
 import ssl
@@ -30,7 +33,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 def sse_app(server: Server) -> Starlette:
@@ -85,6 +88,59 @@ def requiring_tokens(app: ASGIApp, issuer: str, audience: str) -> ASGIApp:
     return guarded
 
 
+REFUSALS: dict[str, tuple[int, str, bytes]] = {
+    "500-jsonrpc": (500, "application/json", b'{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"boom"}}'),
+    "500-text": (500, "text/plain", b"Internal Server Error"),
+    "400-jsonrpc": (
+        400,
+        "application/json",
+        b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}',
+    ),
+    "404-text": (404, "text/plain", b"Not Found"),
+    "200-html": (200, "text/html", b"<html><body>an MCP server lives here</body></html>"),
+    "200-header-mismatch": (
+        200,
+        "application/json",
+        b'{"jsonrpc":"2.0","id":ID,"error":{"code":-32020,"message":"Mcp-Method header does not match"}}',
+    ),
+}
+"""How a server may refuse the probe: status, content type, body (``ID`` becomes the request's id)."""
+
+
+def refusing_discover(app: ASGIApp, refusal: str) -> ASGIApp:
+    status, content_type, body = REFUSALS[refusal]
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        received, more = b"", True
+        while more:
+            message = await receive()
+            received += message.get("body", b"")
+            more = message.get("more_body", False)
+        try:
+            request = json.loads(received)
+        except ValueError:
+            request = None
+        if isinstance(request, dict) and request.get("method") == "server/discover":
+            answer = body.replace(b"ID", json.dumps(request.get("id")).encode())
+            await Response(answer, status_code=status, media_type=content_type)(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": received, "more_body": False}
+
+        await app(scope, replay, send)
+
+    return guarded
+
+
 def tls_options() -> dict[str, Any]:
     if not (directory := os.environ.get("SERVE_TLS_DIR")):
         return {}
@@ -113,6 +169,8 @@ def main() -> None:
         app = behind_redirects(app, bound) if redirecting else app
     else:
         app = sse_app(server)
+    if refusal := os.environ.get("SERVE_REFUSE_DISCOVER"):
+        app = refusing_discover(app, refusal)
     if issuer := os.environ.get("SERVE_REQUIRE_ISSUER"):
         app = requiring_tokens(app, issuer, f"http://127.0.0.1:{bound}/mcp")
     print(bound, flush=True)
