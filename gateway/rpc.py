@@ -227,7 +227,7 @@ class RpcPeer:
             with timer:
                 answer = await self._transmit(encode(request), request)
                 if answer is not None:
-                    await self._take(answer, answering=request_id)
+                    await self._take(answer, answering=request_id)  # not JSON-RPC: failed now, not at timeout
                 await pending.wait()
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
@@ -308,17 +308,14 @@ class RpcPeer:
             await self._take(frame)
 
     async def _take(self, frame: bytes, *, answering: RequestId | None = None) -> None:
-        """``answering``: the frame is the answer of that request's own exchange (an HTTP POST's body),
-        so one that is not JSON-RPC fails it at once instead of leaving it to its time-out."""
         try:
             message = decode(frame)
         except GatewayError as exc:
             self._log.warning("malformed_message", error=exc.message, size=len(frame))
-            pending = self._pending.get(answering) if answering is not None else None
-            if pending is not None and answering is not None:
+            if answering is not None and (pending := self._pending.get(answering)) is not None:
                 pending.settle(UnusableResponse(answering, f"its answer is not JSON-RPC ({exc.message})"))
-                return
-            await self._answer_error(request_id_of(exc), exc)
+            else:
+                await self._answer_error(request_id_of(exc), exc)
             return
         if isinstance(message, Batch):
             await self._dispatch_batch(message)
