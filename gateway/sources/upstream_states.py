@@ -1,0 +1,62 @@
+"""Where one upstream connector stands: its states as a table, in this one file (h11's ``_state.py``
+habit), and the object that moves it along the table, logs each move and announces readiness gained
+or lost (the catalog re-reads the upstream's list; ``/readyz`` and the operator page follow).
+
+    starting ─► ready ─► backing-off ─► starting ...
+        └──────────────► failed (gave up: bad handshake, or too many restarts)
+    any ─► stopped (gateway shutting down)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import anyio
+
+State = Literal["starting", "ready", "backing-off", "failed", "stopped"]
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    "starting": frozenset({"ready", "backing-off", "failed", "stopped"}),
+    "ready": frozenset({"backing-off", "failed", "stopped"}),
+    "backing-off": frozenset({"starting", "stopped"}),
+    "failed": frozenset({"stopped"}),
+    "stopped": frozenset(),
+}
+
+
+class UpstreamStates:
+    """One upstream's state, changed only along ``TRANSITIONS``. ``on_change`` hears of every move into
+    or out of ``ready``; waiters hear of the first settled state and of each new readiness."""
+
+    def __init__(self, namespace: str, log: Any, on_change: Callable[[str], None]) -> None:
+        self.state: State = "starting"
+        self._namespace = namespace
+        self._log = log
+        self._on_change = on_change
+        self._settled = anyio.Event()
+        self._ready_again = anyio.Event()
+
+    def enter(self, state: State, **details: Any) -> None:
+        if state == self.state:
+            return
+        if state not in TRANSITIONS[self.state]:
+            raise RuntimeError(f"upstream state {self.state} -> {state} is not a transition")
+        was_ready = self.state == "ready"
+        self.state = state
+        self._log.info("upstream_state", state=state, **details)
+        if state != "starting":
+            self._settled.set()
+        if state == "ready":
+            self._ready_again.set()
+            self._ready_again = anyio.Event()
+        if was_ready or state == "ready":
+            self._on_change(self._namespace)
+
+    async def settled(self) -> None:
+        """Until the first connection attempt has either succeeded or failed."""
+        await self._settled.wait()
+
+    async def ready_again(self) -> None:
+        """Until the next time the upstream becomes ready."""
+        await self._ready_again.wait()
