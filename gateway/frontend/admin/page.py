@@ -215,7 +215,7 @@ class AdminPage:
             return Response(status_code=400)  # gone while sending it: nobody reads this
         if body is None:
             message = f"Payload Too Large: the sign-in form is at most {MAX_FORM_BYTES} bytes"
-            return _secured(PlainTextResponse(message, status_code=413))
+            return _secured(PlainTextResponse(message, status_code=413, headers={"Connection": "close"}))
         try:
             presented = dict(parse_qsl(body.decode("utf-8", "replace"), max_num_fields=4)).get("token", "")
         except ValueError:
