@@ -229,6 +229,7 @@ async def serve_http(
             GatewayOperatorView(gateway),
             scopes_of=frontend.access_token_scopes,
             host_refusal=frontend.host_refusal,
+            shared_sign_outs=gateway.cluster,
         )
         routes = [*routes, *page.routes()]
         closing.append(page.close)
@@ -237,7 +238,8 @@ async def serve_http(
         log_config=None, access_log=False, lifespan="off",
         timeout_graceful_shutdown=max(1, round(grace)), server_header=False,
         http=guarded(HttpToolsProtocol, connection_bounds(settings)),  # uvicorn's llhttp protocol, behind the bounds
-        proxy_headers=False,  # nothing here reads the client's address; the middleware cost a layer per request
+        # X-Forwarded-Proto/-For believed from the trusted proxies only; none named, no middleware (a layer per request)
+        proxy_headers=bool(settings.trusted_proxies), forwarded_allow_ips=list(settings.trusted_proxies) or None,
         ws="none",  # no WebSocket route: uvicorn's "auto" imported the websockets package (~20 ms of each start)
     )  # fmt: skip
     server = _EmbeddedServer(uv_config)

@@ -14,6 +14,8 @@
 - Reloads: each replica records the config generation it runs with a heartbeat (``[cluster]
   heartbeat_s``) and publishes changes, so ``/readyz`` can say whether the replicas alive agree; a
   replica stopped or killed is forgotten once three heartbeats pass without it.
+- An operator page signed out of: its sign-in's id is recorded until the cookie would have expired
+  anyway, and every replica refuses that cookie from then on.
 - The catalog's epoch: a count of list_changed fan-outs on any replica. Event ids carry it, so a client
   presenting a Last-Event-ID to another replica is told to list again only if a change came since.
 
@@ -126,6 +128,12 @@ class NoCluster:
     async def catalog_changed(self) -> None:
         pass
 
+    async def signed_out(self, sign_in: str, ttl_s: float) -> None:
+        pass
+
+    async def is_signed_out(self, sign_in: str) -> bool:
+        return False
+
     def epoch(self) -> int | None:
         return None
 
@@ -229,6 +237,16 @@ class RedisCluster:
         if isinstance(value, int):
             self._epoch = max(self._epoch or 0, value)
             await self._publish(BROADCAST, {"t": "epoch", "s": str(value)})
+
+    async def signed_out(self, sign_in: str, ttl_s: float) -> None:
+        """An operator page's sign-in (its cookie's id) was signed out of: refused on every replica until
+        the record lapses, when the cookie itself would have expired."""
+        key = f"{PREFIX}signed-out:{session_key(sign_in)}"
+        await self._quietly(lambda: self._redis.set(key, b"1", ex=max(1, math.ceil(ttl_s))))
+
+    async def is_signed_out(self, sign_in: str) -> bool:
+        found = await self._quietly(lambda: self._redis.exists(f"{PREFIX}signed-out:{session_key(sign_in)}"))
+        return bool(found)
 
     def epoch(self) -> int | None:
         """The catalog's epoch as this replica knows it; None while Redis is not reachable."""

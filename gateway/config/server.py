@@ -4,9 +4,11 @@ get from their claims, the audit, and every bound on what clients may hold.
 
 from __future__ import annotations
 
-from typing import Literal
+import ipaddress
+from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
     model_validator,
 )
@@ -98,6 +100,18 @@ class AuditSettings(_Section):
     argument_values: bool = False
 
 
+def _proxy_address(value: str) -> str:
+    if value != "*":
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError as exc:
+            raise ValueError(f'{value!r} is not an IP address, a network ("10.0.0.0/8") or "*"') from exc
+    return value
+
+
+ProxyAddress = Annotated[str, AfterValidator(_proxy_address)]
+
+
 class ServerSettings(_Section):
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"
@@ -107,6 +121,9 @@ class ServerSettings(_Section):
     messages_path: str = Field("/messages", pattern=r"^/[A-Za-z0-9/_.-]*$")
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
+    trusted_proxies: tuple[ProxyAddress, ...] = ()
+    """Reverse proxies whose ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are believed (the scheme and
+    client address they name replace the connection's); from anyone else, and when empty, ignored."""
     tokens: tuple[TokenSettings, ...] = ()
     auth: AuthSettings | None = None
     views: tuple[ViewSettings, ...] = ()

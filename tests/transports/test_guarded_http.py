@@ -1,10 +1,13 @@
 """uvicorn's own protocol behind the connection guard (composed, not subclassed) still speaks HTTP/1.1:
-kept-alive pipelined requests, streamed answers, and answers before a close."""
+kept-alive pipelined requests, streamed answers, and answers before a close; an answer given before
+the body has arrived is read by a client still sending it, and the lingering close that allows it
+ends past its bound. On both event loops."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import anyio
 import pytest
@@ -15,6 +18,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from gateway.frontend.http import connection_guard
 from gateway.frontend.http.connection_guard import ConnectionBounds, guarded
 
 pytestmark = pytest.mark.anyio
@@ -41,6 +45,77 @@ async def _streamed(request: Request) -> StreamingResponse:
             await anyio.sleep(0.01)  # pieces in different iterations, each sent when written
 
     return StreamingResponse(pieces(), media_type="text/plain")
+
+
+async def _refused_unread(request: Request) -> Response:
+    return Response(b"too large", status_code=413, headers={"Connection": "close"})
+
+
+BOUNDS = ConnectionBounds(
+    max_connections=10,
+    max_connections_per_client=10,
+    max_header_bytes=65536,
+    header_timeout_s=10,
+    body_timeout_s=10,
+)
+
+
+@asynccontextmanager
+async def _serving(app: Starlette) -> AsyncIterator[int]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, http=guarded(HttpToolsProtocol, BOUNDS), log_config=None, lifespan="off")
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: server.serve(sockets=[sock]))
+        with anyio.fail_after(10):
+            while not server.started:
+                await anyio.sleep(0.01)
+        try:
+            yield sock.getsockname()[1]
+        finally:
+            server.should_exit = True
+
+
+async def _send_until_refused(stream: anyio.abc.SocketStream, total: int) -> int:
+    """How much of ``total`` bytes was sent before the server stopped taking them."""
+    sent = 0
+    with anyio.move_on_after(20):
+        while sent < total:
+            try:
+                await stream.send(b"x" * 65536)
+            except (anyio.BrokenResourceError, ConnectionError):
+                break
+            sent += 65536
+    return sent
+
+
+async def test_an_answer_before_the_body_is_read_by_a_client_still_sending_it() -> None:
+    async with _serving(Starlette(routes=[Route("/", _refused_unread, methods=["POST"])])) as port:
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            await stream.send(b"POST / HTTP/1.1\r\nhost: t\r\ncontent-length: 16777216\r\n\r\n")
+            assert await _send_until_refused(stream, 16 << 20) == 16 << 20  # all read (and dropped)
+            answer = await _exchange_rest(stream)
+        assert answer.startswith(b"HTTP/1.1 413 ")
+        assert answer.endswith(b"too large")
+
+
+async def test_a_lingering_close_ends_past_its_byte_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connection_guard, "LINGER_MAX_BYTES", 1 << 20)
+    app = Starlette(routes=[Route("/", _refused_unread, methods=["POST"])])
+    async with _serving(app) as port, await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(b"POST / HTTP/1.1\r\nhost: t\r\ncontent-length: 268435456\r\n\r\n")
+        assert await _send_until_refused(stream, 256 << 20) < 256 << 20  # cut, not read for ever
+
+
+async def _exchange_rest(stream: anyio.abc.SocketStream) -> bytes:
+    received = b""
+    with anyio.fail_after(10):
+        while True:
+            try:
+                received += await stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+                return received
 
 
 async def _exchange(port: int, raw_request: bytes, *, until: Callable[[bytes], bool]) -> bytes:

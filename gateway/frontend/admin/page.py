@@ -10,27 +10,38 @@ scoped to the page). Tokens and secrets are never rendered.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any, Protocol
+from urllib.parse import parse_qsl
 
 import anyio
 import jinja2
-from starlette.requests import Request
+import structlog
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from gateway import __version__
+from gateway.cluster.replicas import NoCluster
 from gateway.config import AdminSettings, is_loopback
-from gateway.frontend.http.messages import sse_response
+from gateway.frontend.admin.sign_ins import (
+    COOKIE_MAX_AGE_S,
+    SharedSignOuts,
+    SignInFailures,
+    SignOuts,
+    cookie_value,
+    new_sign_in,
+    sign_in_of,
+)
+from gateway.frontend.http.messages import read_body, sse_response
+
+log = structlog.get_logger("gateway.admin")
 
 COOKIE = "prompt_gateway_admin"
-COOKIE_MAX_AGE_S = 12 * 3600
-CLOCK_SKEW_S = 60
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
@@ -53,6 +64,7 @@ SIGN_IN = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>p
 <input type="password" name="token" autocomplete="off" required></label>
 <button type="submit">sign in</button></form></body></html>"""
 MAX_FORM_BYTES = 4096
+"""The sign-in form's body at most (a token and its field name): a longer one is refused unread."""
 PUSH_INTERVAL_S = 0.5
 
 
@@ -84,26 +96,6 @@ def _environment() -> jinja2.Environment:
     return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
 
 
-def cookie_value(token: str, issued: int) -> str:
-    """What the sign-in cookie holds: when it was issued and a MAC of that under the token, never the
-    token (a cookie store, a proxy's log or a browser's devtools then never show it). Changing the token
-    ends every sign-in; so does the cookie's age, checked here and not only by the browser's Max-Age (a
-    copied cookie of a constant value worked until the token changed)."""
-    mac = hmac.new(token.encode(), f"prompt-gateway operator page|{issued}".encode(), hashlib.sha256).hexdigest()
-    return f"{issued}.{mac}"
-
-
-def cookie_valid(cookie: str, token: str, now: float) -> bool:
-    """Whether ``cookie`` was issued for ``token`` at most ``COOKIE_MAX_AGE_S`` before ``now``."""
-    issued_text = cookie.partition(".")[0]
-    if not issued_text.isascii() or not issued_text.isdigit() or len(issued_text) > 12:
-        return False
-    issued = int(issued_text)
-    if not now - COOKIE_MAX_AGE_S <= issued <= now + CLOCK_SKEW_S:
-        return False
-    return hmac.compare_digest(cookie.encode(), cookie_value(token, issued).encode())
-
-
 def _from_another_origin(request: Request) -> bool:
     """A browser's request made by another site's page (its Origin is not this page's host)."""
     origin = request.headers.get("origin")
@@ -122,36 +114,50 @@ class AdminPage:
         view: OperatorView,
         scopes_of: Callable[[str], Awaitable[frozenset[str] | None]] | None = None,
         host_refusal: Callable[[Request], Response | None] = lambda _: None,
+        shared_sign_outs: SharedSignOuts | None = None,
     ) -> None:
         self._settings = settings
         self._view = view
         self._scopes_of = scopes_of
         self._host_refusal = host_refusal
+        self._sign_outs = SignOuts(shared_sign_outs or NoCluster())
+        self._failures = SignInFailures(settings.sign_in_failures) if settings.token is not None else None
         self._closing = anyio.Event()
         self._base = settings.path.rstrip("/")
         self._templates = _environment()
 
     def routes(self) -> list[Route]:
-        base = self._base
+        """Every route passes the same Host and Origin check first; all but the sign-in form, the
+        sign-out and the static files then want someone allowed to look."""
+        base, placed, guarded = self._base, self._placed, self._guarded
         return [
-            Route(base, self._guarded(self._page), methods=["GET"]),
-            Route(f"{base}/events", self._guarded(self._events), methods=["GET"]),
-            Route(f"{base}/explain", self._guarded(self._explain), methods=["GET"]),
-            Route(f"{base}/sign-in", self._sign_in, methods=["POST"]),
-            Route(f"{base}/sign-out", self._sign_out, methods=["POST"]),
-            Route(f"{base}/static/{{name}}", self._static, methods=["GET"]),
+            Route(base, placed(guarded(self._page)), methods=["GET"]),
+            Route(f"{base}/events", placed(guarded(self._events)), methods=["GET"]),
+            Route(f"{base}/explain", placed(guarded(self._explain)), methods=["GET"]),
+            Route(f"{base}/sign-in", placed(self._sign_in), methods=["POST"]),
+            Route(f"{base}/sign-out", placed(self._sign_out), methods=["POST"]),
+            Route(f"{base}/static/{{name}}", placed(self._static), methods=["GET"]),
         ]
 
     # ---- who may look --------------------------------------------------------------------------
 
+    def _placed(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        """``handler``, for requests to a Host the front end answers to (a rebound DNS name is refused)
+        from no other site's page."""
+
+        async def placed(request: Request) -> Response:
+            refused = self._host_refusal(request)
+            if refused is not None:  # (its answer is a JSON-RPC error, for MCP clients: a person reads this one)
+                message = "Misdirected Request: the gateway does not answer to this Host"
+                return _secured(PlainTextResponse(message, status_code=refused.status_code))
+            if _from_another_origin(request):
+                return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
+            return await handler(request)
+
+        return placed
+
     async def _refusal(self, request: Request) -> Response | None:
         """None when the request may see the page, else the answer that refuses it."""
-        refused = self._host_refusal(request)  # the front end's Host check: a rebound DNS name is refused
-        if refused is not None:  # (its answer is a JSON-RPC error, for MCP clients: a person reads this one)
-            message = "Misdirected Request: the gateway does not answer to this Host"
-            return _secured(PlainTextResponse(message, status_code=refused.status_code))
-        if _from_another_origin(request):
-            return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
         token, scope = self._settings.token, self._settings.scope
         if token is None and scope is None:
             loopback_name = _is_loopback_name(request.headers.get("host", ""))
@@ -159,7 +165,8 @@ class AdminPage:
                 return None
             return _secured(PlainTextResponse("Forbidden: the operator page answers loopback only", status_code=403))
         cookie = request.cookies.get(COOKIE)
-        if cookie is not None and token is not None and cookie_valid(cookie[:200], token, time.time()):
+        sign_in = sign_in_of(cookie, token, time.time()) if cookie is not None and token is not None else None
+        if sign_in is not None and not await self._sign_outs.ended(sign_in):
             return None
         scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
         presented = bearer.strip() if scheme.lower() == "bearer" else ""
@@ -191,36 +198,56 @@ class AdminPage:
         return _secured(HTMLResponse(html, status_code=status, headers={"WWW-Authenticate": "Bearer"}))
 
     async def _sign_in(self, request: Request) -> Response:
-        if self._settings.token is None:  # (an access token is presented as a bearer, never typed in)
+        """The form's token, checked in constant time; wrong ones are counted per client address (the
+        proxy's, unless ``[server] trusted_proxies`` names it) and past ``sign_in_failures`` refused."""
+        token, failures = self._settings.token, self._failures
+        if token is None or failures is None:  # (an access token is presented as a bearer, never typed in)
             return _secured(PlainTextResponse("Not Found", status_code=404))
-        if _from_another_origin(request):
-            return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
-        body = await request.body()
-        if len(body) > MAX_FORM_BYTES:
-            return _secured(PlainTextResponse("Payload Too Large", status_code=413))
-        form = await request.form()
-        token = form.get("token")
-        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self._settings.token.encode()):
+        address = request.client.host if request.client is not None else ""
+        retry_after = await failures.retry_after(address)
+        if retry_after is not None:
+            log.warning("admin_sign_in_limited", client=address, retry_after_s=retry_after)
+            message = f"Too Many Requests: too many wrong tokens from this address; try again in {retry_after} s"
+            return _secured(PlainTextResponse(message, status_code=429, headers={"Retry-After": str(retry_after)}))
+        try:
+            body = await read_body(request, MAX_FORM_BYTES)
+        except ClientDisconnect:
+            return Response(status_code=400)  # gone while sending it: nobody reads this
+        if body is None:
+            message = f"Payload Too Large: the sign-in form is at most {MAX_FORM_BYTES} bytes"
+            return _secured(PlainTextResponse(message, status_code=413, headers={"Connection": "close"}))
+        try:
+            presented = dict(parse_qsl(body.decode("utf-8", "replace"), max_num_fields=4)).get("token", "")
+        except ValueError:
+            return _secured(PlainTextResponse("Bad Request: the sign-in form has one field, token", status_code=400))
+        if not hmac.compare_digest(presented.encode(), token.encode()):
+            await failures.failed(address)
+            log.warning("admin_sign_in_failed", client=address)
             return self._sign_in_page("That is not the operator page's token.", 401)
+        log.info("admin_signed_in", client=address)
         answer = RedirectResponse(self._base, status_code=303)
-        secure = request.url.scheme == "https"
         answer.set_cookie(
             COOKIE,
-            cookie_value(self._settings.token, int(time.time())),
+            cookie_value(token, new_sign_in(time.time())),
             max_age=COOKIE_MAX_AGE_S,
             httponly=True,
             samesite="strict",
-            secure=secure,
+            secure=request.url.scheme == "https",  # reached over HTTPS (behind a trusted proxy: as it says)
             path=self._base,
         )
         return _secured(answer)
 
     async def _sign_out(self, request: Request) -> Response:
-        """Forget the sign-in in this browser (the cookie's own age ends it everywhere else)."""
-        if _from_another_origin(request):
-            return _secured(PlainTextResponse("Forbidden: another origin", status_code=403))
+        """End the sign-in: its cookie is refused from now on, by every replica (and this browser forgets it)."""
+        cookie, token = request.cookies.get(COOKIE), self._settings.token
+        now = time.time()
+        sign_in = sign_in_of(cookie, token, now) if cookie is not None and token is not None else None
+        if sign_in is not None:
+            await self._sign_outs.sign_out(sign_in, now)
+            log.info("admin_signed_out", client=request.client.host if request.client is not None else "")
         answer = RedirectResponse(self._base, status_code=303)
-        answer.delete_cookie(COOKIE, path=self._base, httponly=True, samesite="strict")
+        secure = request.url.scheme == "https"
+        answer.delete_cookie(COOKIE, path=self._base, httponly=True, samesite="strict", secure=secure)
         return _secured(answer)
 
     # ---- what it shows -------------------------------------------------------------------------

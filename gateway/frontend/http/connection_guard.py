@@ -9,6 +9,14 @@ in :class:`GuardedProtocol`, which sees the bytes first.
 It wraps by composition (uvicorn's ``http=`` takes any protocol class) and finds where each request's
 header block and body end with its own llhttp parser (httptools, the parser uvicorn uses): nothing here
 parses HTTP by hand, and nothing here knows about MCP.
+
+An answer given before the request has all arrived (its own refusals, 431, 408 and 503, and the
+application's, such as a 413, after which the server closes) leaves as HTTP servers send it: the write
+side is shut after it, and what the client still sends is read and dropped, for as long as a silent
+connection may wait for its header block and up to ``LINGER_MAX_BYTES``, then the connection closes
+(at once when the client has sent all it will).
+Closing with unread input would have the kernel reset the connection, and a client still sending (as
+most do before they read) would lose the answer. A lingering connection still counts against the bounds.
 """
 
 from __future__ import annotations
@@ -25,8 +33,8 @@ import structlog
 
 log = structlog.get_logger("gateway.http")
 
-LINGER_S = 2.0
-"""How long a refused connection is read (and the input dropped) before it is closed."""
+LINGER_MAX_BYTES = 256 * 1024 * 1024
+"""How much of what a client still sends after its answer is read (and dropped) before the connection closes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +80,36 @@ def _refusal(status: int, reason: str, message: str, **headers: str) -> bytes:
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
+class _InnerTransport:
+    """The transport as the inner protocol sees it: the real one, except that its close is the guard's
+    (a lingering close while the request is still arriving) and that nothing more is written once the
+    guard has shut the write side. Bound methods are copied, so writing costs no extra call."""
+
+    def __init__(self, transport: asyncio.Transport, guard: GuardedProtocol) -> None:
+        self._transport = transport
+        self._guard = guard
+        self.write = transport.write
+        self.get_extra_info = transport.get_extra_info
+        self.pause_reading = transport.pause_reading
+        self.resume_reading = transport.resume_reading
+
+    def close(self) -> None:
+        self._guard.inner_closes()
+
+    def is_closing(self) -> bool:
+        return self._guard.lingering or self._transport.is_closing()
+
+    def stop_writing(self) -> None:
+        self.write = self._dropped
+
+    @staticmethod
+    def _dropped(data: bytes | bytearray | memoryview) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class GuardedProtocol(asyncio.Protocol):
     """One connection: counted against the bounds, its requests timed and measured, everything else
     passed to ``inner`` untouched (flow control included)."""
@@ -88,14 +126,18 @@ class GuardedProtocol(asyncio.Protocol):
         self._counter = counter
         self._loop = loop
         self._transport: asyncio.Transport | None = None
+        self._inner_transport: _InnerTransport | None = None  # set once the inner protocol has the connection
         self._address: str | None = None  # set once counted in
         self._parser: httptools.HttpRequestParser | None = None
         self._in_headers = True  # the connection starts waiting for a request's header block
         self._header_bytes = 0  # raw bytes of reads that ended inside the header block
         self._parsed_header_bytes = 0  # the block as parsed: request target and fields, however it was read
         self._began_in_read = False  # a request began during the read being parsed
+        self._request_open = False  # a request began and has not all arrived
         self._served_one = False
         self._timer: asyncio.TimerHandle | None = None
+        self.lingering = False  # answered and shut for writing: what arrives is dropped
+        self._drained = 0
         self._closed = False
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------
@@ -108,18 +150,21 @@ class GuardedProtocol(asyncio.Protocol):
         refused = self._counter.admit(address, self._bounds)
         if refused is not None:
             log.warning("connection_refused", client=address, reason=refused)
-            self._answer_and_close(
+            transport.write(
                 _refusal(503, "Service Unavailable", f"Service Unavailable: {refused}", **{"Retry-After": "5"})
             )
+            self._linger()
             return
         self._address = address
         self._parser = httptools.HttpRequestParser(self)
         self._arm(self._bounds.header_timeout_s, self._header_timeout)  # a connection that never speaks
-        self._inner.connection_made(transport)
+        self._inner_transport = _InnerTransport(transport, self)
+        self._inner.connection_made(cast("asyncio.Transport", self._inner_transport))
 
     def data_received(self, data: bytes) -> None:
-        if self._closed:
-            return  # refused: dropped until the linger ends
+        if self.lingering or self._closed:
+            self._drain(len(data))
+            return
         if self._parser is not None:
             was_in_headers = self._in_headers
             self._began_in_read = False
@@ -129,7 +174,7 @@ class GuardedProtocol(asyncio.Protocol):
                 self._stop_watching()  # another protocol from here on: not ours to time
             except httptools.HttpParserError:
                 self._parser = None  # the server's own parser refuses it the same way; the clock still runs
-            if self._closed:
+            if self.lingering or self._closed:
                 return
             if was_in_headers and self._in_headers and not self._began_in_read:
                 self._header_bytes += len(data)  # a block still arriving: what it has sent so far
@@ -141,15 +186,20 @@ class GuardedProtocol(asyncio.Protocol):
         self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
+        if self.lingering:
+            self._close()  # the client has sent all it will: nothing is left unread
+            return None
         return self._inner.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
+        self._closed = True
         if self._address is not None:
             self._counter.release(self._address)
             self._address = None
+        if self._inner_transport is not None:
+            self._inner_transport = None
             self._inner.connection_lost(exc)
-        self._closed = True
 
     def pause_writing(self) -> None:
         self._inner.pause_writing()
@@ -161,6 +211,7 @@ class GuardedProtocol(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._began_in_read = True
+        self._request_open = True
         self._in_headers = True
         self._header_bytes = 0
         self._parsed_header_bytes = 0
@@ -180,6 +231,7 @@ class GuardedProtocol(asyncio.Protocol):
     def on_message_complete(self) -> None:
         if self._parsed_header_bytes > self._bounds.max_header_bytes:
             return  # read whole in this read, refused once the read is parsed: this request was never served
+        self._request_open = False
         self._served_one = True
         self._cancel_timer()  # between requests, the server's keep-alive timeout applies
 
@@ -196,30 +248,87 @@ class GuardedProtocol(asyncio.Protocol):
         self._refuse(408, "Request Timeout", f"the request's header block did not arrive within {timeout} s")
 
     def _body_timeout(self) -> None:
-        log.warning("request_body_timeout", client=self._address, timeout_s=self._bounds.body_timeout_s)
-        self._close()  # the application is reading the body: it sees the client go away
+        """The application is reading the body: if it has not begun its answer, the client is answered
+        408 and the application sees the client go away; an answer already given is left to be read."""
+        timeout = self._bounds.body_timeout_s
+        log.warning("request_body_timeout", client=self._address, timeout_s=timeout)
+        answer = self._inner_answer()
+        if answer == "none":
+            self._answer(408, "Request Timeout", f"the request's body did not arrive within {timeout} s")
+            self._inner_gone()
+        elif answer == "whole":
+            self._linger()
+        else:
+            self._close()
 
     def _refuse(self, status: int, reason: str, problem: str) -> None:
         """Answer and close; only before anything of this request reached the application, and never on
-        a connection whose earlier answer may still be streaming (there, it only closes). The answer
-        leaves with a half close and what the client still sends is read and dropped for a moment:
-        closing with unread input would reset the connection and lose the answer before it is read."""
-        if self._served_one:
+        a connection whose earlier answer may still be streaming (there, it only closes)."""
+        if self._served_one and self._inner_answer() != "whole":
             self._close()
         else:
-            self._answer_and_close(_refusal(status, reason, f"{reason}: {problem}"))
+            self._answer(status, reason, problem)
 
-    def _answer_and_close(self, response: bytes) -> None:
-        self._closed = True  # nothing more reaches the application
-        self._parser = None
+    def _answer(self, status: int, reason: str, problem: str) -> None:
+        assert self._transport is not None  # noqa: S101 - only after connection_made
+        self._transport.write(_refusal(status, reason, f"{reason}: {problem}"))
+        self._linger()
+
+    def _inner_answer(self) -> str:
+        """How far the inner protocol (uvicorn's) is with the answer to its latest request: ``none``
+        begun, ``partial``, ``whole`` (or no request yet), or ``unknown`` for a protocol that does not say."""
+        if not hasattr(self._inner, "cycle"):
+            return "unknown"
+        cycle = self._inner.cycle  # (uvicorn's request-response cycle: read, never changed)
+        if cycle is None:
+            return "whole"
+        if getattr(self._inner, "pipeline", None):
+            return "partial"  # more requests queued behind it
+        if getattr(cycle, "response_complete", False):
+            return "whole"
+        return "partial" if getattr(cycle, "response_started", True) else "none"
+
+    def _inner_gone(self) -> None:
+        """Tell the inner protocol the client is gone (its application stops waiting for the body, and
+        what it still answers is dropped); the connection itself lingers on."""
+        if self._inner_transport is not None:
+            self._inner_transport.stop_writing()
+            self._inner_transport = None
+            self._inner.connection_lost(None)
+
+    # ---- closing ------------------------------------------------------------------------------
+
+    def inner_closes(self) -> None:
+        """The inner protocol closes the connection: at once, unless a request is still arriving (an
+        answer given before its whole body): then lingering, so that the client reads that answer."""
+        if self.lingering:
+            return  # the linger decides when
+        if self._request_open:
+            self._linger()
+        else:
+            self._close()
+
+    def _linger(self) -> None:
+        """Shut the write side once what is written has left, drop what the client still sends, and close
+        when it has sent all of it, or once the header time-out has passed or too much has come."""
         transport = self._transport
-        assert transport is not None  # noqa: S101 - only after connection_made
-        transport.write(response)
+        if self.lingering or self._closed or transport is None:
+            return
         if not transport.can_write_eof():
             self._close()
             return
+        self.lingering = True
+        self._parser = None
+        if self._inner_transport is not None:
+            self._inner_transport.stop_writing()
         transport.write_eof()
-        self._arm(LINGER_S, self._close)
+        transport.resume_reading()  # the server may have paused it (a body it had not asked for yet)
+        self._arm(self._bounds.header_timeout_s, self._close)
+
+    def _drain(self, size: int) -> None:
+        self._drained += size
+        if self._drained > LINGER_MAX_BYTES:
+            self._close()
 
     def _close(self) -> None:
         self._closed = True

@@ -92,7 +92,7 @@ class LegacySsePath(HttpPaths):
             return not_found
         body = await read_body(request, self._max_message_bytes)
         if body is None:
-            return plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes")
+            return plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes", Connection="close")
         if await self.store.cluster.forward_legacy(session_id, key_of(principal), body):
             return Response(status_code=202)
         return not_found

@@ -99,10 +99,12 @@ class HttpPaths:
         return refusal
 
     async def _read_message(self, request: HttpRequest) -> Message | Batch | Response:
-        """The body as JSON-RPC, or the HTTP answer refusing it (413 over the size bound, 400 unparseable)."""
+        """The body as JSON-RPC, or the HTTP answer refusing it (413 over the size bound, 400 unparseable).
+        A 413 leaves the rest of the body unread: the connection closes after it (lingering, so that a
+        client still sending reads it) rather than read it all to keep the connection."""
         body = await read_body(request, self._max_message_bytes)
         if body is None:
-            return plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes")
+            return plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes", Connection="close")
         try:
             return decode(body)
         except ClientError as exc:
