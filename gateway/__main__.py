@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
-import json
 import os
 import signal
 import socket
@@ -13,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import structlog
@@ -25,6 +24,7 @@ from gateway.explaining import explain_command
 from gateway.importer.clients import CLIENT_FORMATS, client_of
 from gateway.importer.writer import import_client_config
 from gateway.observability.logs import configure_logging
+from gateway.protocol.control_chars import escaped, json_text
 from gateway.protocol.errors import ConfigError, GatewayError, UpstreamError
 from gateway.protocol.meta_keys import TAGS_META_KEY
 from gateway.serving import ensure_safe_exposure, listening_socket, serve_http, serve_stream
@@ -157,19 +157,28 @@ async def _serve(config: Config, path: str, watch: bool, sock: socket.socket | N
     return EXIT_OK
 
 
+def _say(text: str = "", *, file: TextIO | None = None) -> None:
+    """``print`` for text that may hold what came from elsewhere (an upstream's names and errors, a file's
+    name, an issuer's key ids): line breaks stay, control characters show escaped instead of steering
+    the terminal (docs/catalog.md)."""
+    print(escaped(text, lines=True), file=file or sys.stdout)
+
+
 def _table(rows: Sequence[Sequence[str]]) -> str:
+    rows = [[escaped(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
 async def _check(config: Config) -> int:
     if not config.upstreams:
-        print("prompt-gateway: the config has no [[upstreams]]: there is nothing to serve", file=sys.stderr)
+        _say("prompt-gateway: the config has no [[upstreams]]: there is nothing to serve", file=sys.stderr)
         return EXIT_UPSTREAM_FAILED
     async with run_gateway(config, settle=True) as gateway:
         counts = await gateway.catalog.prompt_counts()
         visible = await gateway.catalog.all_prompts()
         collisions = await gateway.catalog.collisions()
+        refused = gateway.catalog.refused_names()
         rows = [["UPSTREAM", "TRANSPORT", "STATE", "PROMPTS", "DETAIL"]]
         failed = False
         file_lines: list[str] = []  # a directory's problems and notes, each on a line of its own
@@ -193,12 +202,14 @@ async def _check(config: Config) -> int:
                     detail = connector.server_info.get("name", "?") + (f" (MCP {version})" if version else "")
             failed = failed or not connector.ready
             rows.append([connector.namespace, connector.settings.transport, connector.state, count_text, detail])
-    print(_table(rows))
+    _say(_table(rows))
     if file_lines:
-        print("\n" + "\n".join(file_lines))
-    print(f"\n{len(visible['prompts'])} prompts visible through the gateway after policy.")
+        _say("\n" + "\n".join(escaped(line) for line in file_lines))
+    _say(f"\n{len(visible['prompts'])} prompts visible through the gateway after policy.")
     for collision in collisions:
-        print(f"collision: {collision.name} is served from {collision.winner}; {collision.loser}'s is hidden")
+        _say(f"collision: {escaped(collision.name)} is served from {collision.winner}; {collision.loser}'s is hidden")
+    for namespace, name in refused:
+        _say(f"refused: {escaped(name)} of upstream {namespace} is hidden: its name holds control characters")
     if config.server.auth is not None:
         auth_failed = await _check_issuers(config.server.auth)
         failed = failed or auth_failed
@@ -222,8 +233,8 @@ async def _check_issuers(settings: AuthSettings) -> bool:
             rows.append(
                 [keys.settings.issuer, "ready", f"{len(loaded.keys)} keys from {await keys.discover()}: {kids}"]
             )
-    print()
-    print(_table(rows))
+    _say()
+    _say(_table(rows))
     return failed
 
 
@@ -233,7 +244,7 @@ def _print_prompts(listing: dict[str, Any]) -> None:
         args = ", ".join(a.get("name", "?") + ("" if a.get("required") else "?") for a in prompt.get("arguments") or ())
         description = str(prompt.get("description") or prompt.get("title") or "").splitlines()
         rows.append([prompt["name"], args, description[0][:80] if description else ""])
-    print(_table(rows))
+    _say(_table(rows))
 
 
 async def _list(gateway_config: Config, as_json: bool, tags: Sequence[str] = ()) -> int:
@@ -244,11 +255,11 @@ async def _list(gateway_config: Config, as_json: bool, tags: Sequence[str] = ())
         wanted = set(tags)
         listing["prompts"] = [p for p in listing["prompts"] if wanted <= set(_tags_of(p))]
     if as_json:
-        print(json.dumps(listing["prompts"], indent=2, ensure_ascii=False))
+        print(json_text(listing["prompts"], indent=2))
     else:
         _print_prompts(listing)
     for namespace in sorted(set(failed) | set(listing["unavailable"])):
-        print(f"warning: upstream {namespace} is unavailable; its prompts are missing", file=sys.stderr)
+        _say(f"warning: upstream {namespace} is unavailable; its prompts are missing", file=sys.stderr)
     return EXIT_UPSTREAM_FAILED if failed else EXIT_OK
 
 
@@ -257,22 +268,22 @@ async def _render(gateway_config: Config, name: str, pairs: Sequence[str], as_js
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            print(f"prompt-gateway: --arg {pair!r} is not K=V", file=sys.stderr)
+            _say(f"prompt-gateway: --arg {pair!r} is not K=V", file=sys.stderr)
             return EXIT_CONFIG
         arguments[key] = value
     async with run_gateway(gateway_config, settle=True) as gateway:
         try:
             result = await gateway.catalog.get_prompt({"name": name, "arguments": arguments})
         except GatewayError as exc:
-            print(f"prompt-gateway: {exc.message}", file=sys.stderr)
+            _say(f"prompt-gateway: {exc.message}", file=sys.stderr)
             return EXIT_UPSTREAM_FAILED
     if as_json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
+        print(json_text(result, indent=2))
         return EXIT_OK
     for message in result.get("messages", []):
         content = message.get("content") or {}
         text = content.get("text") if content.get("type") == "text" else f"[{content.get('type', '?')} content]"
-        print(f"── {message.get('role', '?')} ──\n{text}\n")
+        _say(f"── {escaped(str(message.get('role', '?')))} ──\n{text}\n")
     return EXIT_OK
 
 
@@ -294,20 +305,20 @@ def _import(args: argparse.Namespace) -> int:
                 project=args.workspace or project,
             )
         for warning in imported.warnings:
-            print(f"prompt-gateway: warning: {warning}", file=sys.stderr)
+            _say(f"prompt-gateway: warning: {escaped(warning)}", file=sys.stderr)
         if args.output:
             with open(args.output, "x", encoding="utf-8") as target:
                 target.write(imported.toml)
         else:
             sys.stdout.write(imported.toml)
     except ConfigError as exc:
-        print(f"prompt-gateway: {exc.message}", file=sys.stderr)
+        _say(f"prompt-gateway: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
     except FileExistsError:
-        print(f"prompt-gateway: {args.output} exists already; choose another file or remove it", file=sys.stderr)
+        _say(f"prompt-gateway: {args.output} exists already; choose another file or remove it", file=sys.stderr)
         return EXIT_CONFIG
     except OSError as exc:
-        print(f"prompt-gateway: cannot use {exc.filename}: {exc.strerror}", file=sys.stderr)
+        _say(f"prompt-gateway: cannot use {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_CONFIG
     return EXIT_OK
 
@@ -317,10 +328,10 @@ def _health(server: ServerSettings) -> int:
     import urllib.request  # only here: every other command starts without it
 
     if server.transport != "http":
-        print("prompt-gateway: this config serves stdio; there is no HTTP health endpoint", file=sys.stderr)
+        _say("prompt-gateway: this config serves stdio; there is no HTTP health endpoint", file=sys.stderr)
         return EXIT_CONFIG
     if server.port == 0:
-        print("prompt-gateway: port = 0 picks a port at start-up; health needs a fixed port", file=sys.stderr)
+        _say("prompt-gateway: port = 0 picks a port at start-up; health needs a fixed port", file=sys.stderr)
         return EXIT_CONFIG
     host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(server.host, server.host)  # noqa: S104
     url = f"http://{f'[{host}]' if ':' in host else host}:{server.port}/healthz"
@@ -328,9 +339,9 @@ def _health(server: ServerSettings) -> int:
         with urllib.request.urlopen(url, timeout=3) as response:
             status = response.status
     except (OSError, ValueError) as exc:
-        print(f"prompt-gateway: {url}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
+        _say(f"prompt-gateway: {url}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
         return EXIT_UPSTREAM_FAILED
-    print(f"{url}: {status}")
+    _say(f"{url}: {status}")
     return EXIT_OK if status == 200 else EXIT_UPSTREAM_FAILED
 
 
@@ -348,19 +359,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print(f"prompt-gateway: {exc.message}", file=sys.stderr)
+        _say(f"prompt-gateway: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
     try:
         if args.command in ("serve", "check"):
             telemetry_wanted(config.telemetry)
     except ConfigError as exc:
-        print(f"prompt-gateway: {exc.message}", file=sys.stderr)
+        _say(f"prompt-gateway: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
     if args.command == "serve":
         try:
             ensure_safe_exposure(config)
         except ConfigError as exc:
-            print(f"prompt-gateway: {exc.message}", file=sys.stderr)
+            _say(f"prompt-gateway: {exc.message}", file=sys.stderr)
             return EXIT_CONFIG
         sock = None
         if config.server.transport == "http":  # bound before any upstream starts: a taken port fails at once
@@ -368,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sock = listening_socket(config.server.host, config.server.port)
             except OSError as exc:
                 where = f"{config.server.host}:{config.server.port}"
-                print(f"prompt-gateway: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
+                _say(f"prompt-gateway: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
                 return EXIT_CONFIG
         return anyio.run(_serve, config, args.config, args.watch, sock, backend_options=_event_loop_options())
     if args.command == "check":
@@ -384,13 +395,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _explain(config: Config, args: argparse.Namespace) -> int:
     if (args.name is None) == (not args.all):
-        print("prompt-gateway: explain takes a prompt NAME or --all, not both", file=sys.stderr)
+        _say("prompt-gateway: explain takes a prompt NAME or --all, not both", file=sys.stderr)
         return EXIT_CONFIG
     try:
         run = functools.partial(explain_command, token=args.token, claims_file=args.claims, as_json=args.json)
         return anyio.run(run, config, None if args.all else args.name)
     except ConfigError as exc:
-        print(f"prompt-gateway: {exc.message}", file=sys.stderr)
+        _say(f"prompt-gateway: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
 
 

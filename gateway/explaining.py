@@ -6,9 +6,14 @@ policy code that serves requests (``catalog/explain.py``).
 
 from __future__ import annotations
 
+import codecs
+import errno
 import json
+import os
+import select
+import stat
 import sys
-from pathlib import Path
+import time
 from typing import Any
 
 from gateway.app import run_gateway
@@ -16,6 +21,7 @@ from gateway.catalog.explain import Layer, not_found
 from gateway.catalog.policy import Rules
 from gateway.config import Config
 from gateway.identity.views import ClaimViews
+from gateway.protocol.control_chars import escaped, json_text
 from gateway.protocol.errors import ConfigError
 
 EXIT_VISIBLE, EXIT_HIDDEN, EXIT_USAGE = 0, 1, 2
@@ -41,18 +47,74 @@ def caller_layers(config: Config, *, token: str | None, claims: dict[str, Any] |
     return "a caller without a token (stdio, or HTTP without [[server.tokens]])", []
 
 
+MAX_CLAIMS_BYTES = 1024 * 1024
+"""An access token's claims are a few kilobytes; a megabyte is a file that is not one (``/dev/zero``)."""
+
+CLAIMS_TIMEOUT_S = 10.0
+"""How long a pipe (``--claims <(jq ...)``) or FIFO may take to be written and closed: a FIFO that no
+program writes to would otherwise hold the command for ever."""
+
+
 def read_claims(path: str) -> dict[str, Any]:
+    """The claims in ``path`` (UTF-8 JSON, a BOM allowed), read within the bounds above; a file that
+    cannot be used raises ``ConfigError`` saying why (the command exits 2)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = _read_bounded(path)
     except OSError as exc:
         raise ConfigError(f"--claims {path}: cannot be read ({exc.strerror or exc})") from exc
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise ConfigError(f"--claims {path}: is UTF-16 or UTF-32 (it starts with a byte order mark): save it as UTF-8")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--claims {path}: is not UTF-8 text (byte {exc.start} cannot be read)") from exc
     try:
         claims = json.loads(text)
     except ValueError as exc:
         raise ConfigError(f"--claims {path}: is not JSON ({exc})") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"--claims {path}: nests too deeply to be an access token's claims") from exc
     if not isinstance(claims, dict):
         raise ConfigError(f"--claims {path}: must hold a JSON object of claims, as an access token carries")
     return claims
+
+
+def _read_bounded(path: str) -> bytes:
+    """At most ``MAX_CLAIMS_BYTES`` of ``path``, and from anything but a regular file within
+    ``CLAIMS_TIMEOUT_S``: opened without blocking (a FIFO without a writer would block the open itself),
+    then read as ``poll`` says it can be (Linux reports nothing on a FIFO no writer has opened yet, so
+    that one times out; a pipe whose writer is done ends)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        poller = select.poll() if hasattr(select, "poll") and not stat.S_ISREG(os.fstat(fd).st_mode) else None
+        if poller is None:
+            os.set_blocking(fd, True)  # a regular file (or no poll, on Windows): reads never wait long
+        else:
+            poller.register(fd, select.POLLIN)
+        deadline = time.monotonic() + CLAIMS_TIMEOUT_S
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            if poller is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(errno.ETIMEDOUT, f"nothing finished writing it within {CLAIMS_TIMEOUT_S:g} s")
+                if not poller.poll(left * 1000):
+                    continue
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_CLAIMS_BYTES:
+                raise OSError(errno.EFBIG, f"it is larger than {MAX_CLAIMS_BYTES // 1024 // 1024} MiB")
+    finally:
+        os.close(fd)
 
 
 async def explain_command(
@@ -65,23 +127,24 @@ async def explain_command(
         everything = (await gateway.catalog.explanations(layers))[0] if not explained else []
     if as_json:
         print(
-            json.dumps(
+            json_text(
                 {"caller": who, "prompts": [e.as_json() for e in explained], "unavailable": unavailable}, indent=2
             )
         )
     else:
         print(f"for {who}:")
         for item in explained:
-            print(
+            text = (
                 "\n".join(item.described())
                 if name is not None
-                else f"  {item.public}: {'visible' if item.visible else 'hidden'} — {item.decided_by}"
+                else f"  {escaped(item.public)}: {'visible' if item.visible else 'hidden'} — {item.decided_by}"
             )
+            print(escaped(text, lines=True))
     for namespace in unavailable:
         print(f"warning: upstream {namespace} is unavailable: its prompts are not explained", file=sys.stderr)
     if name is None:
         return EXIT_VISIBLE
     if not explained:
-        print(not_found(name, everything), file=sys.stderr)
+        print(escaped(not_found(name, everything)), file=sys.stderr)
         return EXIT_HIDDEN
     return EXIT_VISIBLE if any(e.visible for e in explained) else EXIT_HIDDEN

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -43,6 +43,7 @@ from gateway.catalog.mounts import (
 )
 from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
 from gateway.catalog.routing import Routing, _check_result_type, _validate
+from gateway.protocol.control_chars import escaped, has_control_chars
 from gateway.protocol.errors import (
     UpstreamError,
     UpstreamProtocolError,
@@ -109,6 +110,7 @@ class Catalog(Listing, Routing):
         epoch = state.epoch
         page = await self._flights.run((i, epoch, cursor), lambda: self._fetch_page(mount, cursor, self._clock()))
         known = {p["name"]: mount.tags(p) for p in page.prompts}
+        self._note_refusals(i, known)
         if cursor is None and page.next_cursor is None:  # a one-page listing is all there is to know
             self._known_names[i] = known
         elif len(self._known_names[i]) < MAX_INDEX_PROMPTS:
@@ -215,10 +217,34 @@ class Catalog(Listing, Routing):
 
     def _listed(self, i: int, local: str, public: str, tags: tuple[str, ...]) -> bool:
         """Whether upstream ``i``'s prompt is in the gateway's catalog at all: its upstream's policy and
-        the global one allow it. One they hide is as if its upstream did not list it (a later upstream
-        may show the name); one hidden only by a token's or a view's policy still holds its name."""
+        the global one allow it, and its public name holds no control character (docs/catalog.md). One
+        they hide is as if its upstream did not list it (a later upstream may show the name); one hidden
+        only by a token's or a view's policy still holds its name."""
         mount = self.mounts[i]
-        return mount.rules.allows(local, tags) and self._policy.allows(public, tags, original=mount.natural_name(local))
+        return (
+            mount.rules.allows(local, tags)
+            and self._policy.allows(public, tags, original=mount.natural_name(local))
+            and not has_control_chars(public)
+        )
+
+    def _note_refusals(self, i: int, names: Iterable[str]) -> None:
+        """Log, once per listing, each prompt hidden for a public name that would steer a display."""
+        mount, state = self.mounts[i], self._states[i]
+        for local in names:
+            public = mount.public_name(local)
+            if has_control_chars(public) and public not in state.logged_refusals:
+                state.logged_refusals.add(public)
+                log.warning("prompt_name_refused", upstream=mount.namespace, name=escaped(public))
+
+    def refused_names(self) -> list[tuple[str, str]]:
+        """Each upstream's prompts (namespace, public name) hidden from everyone for the control
+        characters in their names, as far as the catalog knows (``check`` names them)."""
+        return [
+            (mount.namespace, public)
+            for i, mount in enumerate(self.mounts)
+            for public in map(mount.public_name, self._known_names[i])
+            if has_control_chars(public)
+        ]
 
     async def _owned_earlier(self, i: int, public: str) -> str | None:
         """The namespace of an earlier mount that shows the same public name (first in config wins)."""

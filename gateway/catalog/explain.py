@@ -14,6 +14,11 @@ from typing import Any
 
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Decision, Rules
+from gateway.protocol.control_chars import escaped, has_control_chars
+
+NAMING_RULE = "the gateway's naming rule"
+REFUSED_NAME = Decision(False, "no control characters in a prompt name", "the name")
+"""Why a prompt whose public name would steer a display is hidden from everyone (docs/catalog.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +63,11 @@ class Explanation:
         origin = f"upstream {self.upstream}, its own name {self.local!r}"
         if self.renamed:
             origin += ", renamed by an override"
-        lines = [f"{self.public}: {verdict}  ({origin})"]
+        lines = [f"{escaped(self.public)}: {verdict}  ({origin})"]
         if self.overridden:
             lines.append(f"  override sets: {', '.join(self.overridden)}")
         if self.tags:
-            lines.append(f"  tags: {', '.join(self.tags)}")
+            lines.append(f"  tags: {escaped(', '.join(self.tags))}")
         for where, decision in self.decisions:
             lines.append(
                 f"  {where}: {'allows' if decision.allowed else 'hides'} it, {decision.rule} ({decision.matched})"
@@ -96,7 +101,8 @@ def explain(mount: Mount, local: str, tags: tuple[str, ...], layers: Sequence[La
     global policy first), as the catalog's visibility check decides it."""
     public = mount.public_name(local)
     natural = mount.natural_name(local)
-    decisions = [(f"the policy of upstream {mount.namespace}", mount.rules.decide(local, tags))]
+    decisions = [(NAMING_RULE, REFUSED_NAME)] if has_control_chars(public) else []
+    decisions.append((f"the policy of upstream {mount.namespace}", mount.rules.decide(local, tags)))
     decisions += [(layer.name, layer.rules.decide(public, tags, original=natural)) for layer in layers]
     override = mount.overrides.get(local)
     overridden = (

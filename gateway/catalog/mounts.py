@@ -137,6 +137,7 @@ class _MountState:
     index: dict[str, dict[str, Any]] | None = None
     index_built_at: float = -math.inf
     logged_collisions: set[str] = field(default_factory=set)
+    logged_refusals: set[str] = field(default_factory=set)
 
 
 class _SingleFlight:

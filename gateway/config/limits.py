@@ -12,6 +12,7 @@ from gateway.config.sections import _Section
 
 def _valid_rate(value: str) -> str:
     from limits import parse_many  # only a config that sets a rate pays for the library's import
+    from limits.util import SEPARATORS, SINGLE_EXPR
 
     try:
         items = parse_many(value)
@@ -19,6 +20,11 @@ def _valid_rate(value: str) -> str:
         raise ValueError('not a rate such as "600/minute" or "20/second;600/minute"') from exc
     if any(item.amount < 1 for item in items):
         raise ValueError("a rate lets at least 1 request through (0 would refuse every request for ever)")
+    for part in SEPARATORS.split(value):
+        window = SINGLE_EXPR.match(part)
+        if window is not None and window.group(3) is not None and int(window.group(3)) == 0:
+            # the library reads "per 0 second" as per 1 second: a window nobody wrote
+            raise ValueError(f"{part.strip()!r} has a window of no length: say how long, as in '5 per 1 second'")
     return value
 
 

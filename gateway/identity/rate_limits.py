@@ -5,7 +5,9 @@ redis_url``, in Redis so that every replica counts the same requests.
 Identities are typed (``Identity.key``): a static token named ``ci`` and an access token whose subject is
 ``ci`` are counted apart. Redis lost (or slower than ``storage_timeout_s``) → this replica counts alone in
 memory, logged once, and tries Redis again after ``RETRY_REDIS_S``: nothing ever waits on Redis longer.
-The counts outlive a reload (the storage is kept; only which limits apply is read afresh).
+The counts outlive a reload (the storage is kept; only which limits apply is read afresh), a changed
+amount included: the counts are keyed by identity, limit and window, not amount (``_counted_by_window``).
+A changed window starts that limit's counts afresh: hits counted in one window say nothing of another.
 """
 
 from __future__ import annotations
@@ -78,6 +80,13 @@ class Counts:
             )
             self._storages = (MemoryStorage(), redis)
         return self._storages
+
+    async def aclose(self) -> None:
+        """Close the connections to Redis. The library offers no close of its own: its redis-py client is
+        reached through the storage's bridge (limits 5)."""
+        client = getattr(getattr(self.redis if self._storages else None, "bridge", None), "storage", None)
+        if client is not None:
+            await client.aclose()
 
     def usable_redis(self) -> Storage | None:
         return self.redis if self.redis is not None and time.monotonic() >= self._redis_down_until else None
@@ -169,11 +178,41 @@ class RateLimits:
 
 
 def _limit(label: str, rate: str | None) -> _Limit | None:
+    """The items of ``rate``, each counted under a key naming its window but not its amount; where two
+    share a window, the smaller amount is the one that binds, and the only one kept (they would share
+    a key, and a hit would be counted twice)."""
     if rate is None:
         return None
     from limits import parse_many
 
-    return _Limit(label, tuple(parse_many(rate)))
+    smallest: dict[tuple[int, str], RateLimitItem] = {}
+    for item in parse_many(rate):
+        window = (item.multiples, item.GRANULARITY.name)
+        if window not in smallest or item.amount < smallest[window].amount:
+            smallest[window] = item
+    return _Limit(label, tuple(_counted_by_window(item) for item in smallest.values()))
+
+
+_BY_WINDOW: dict[type[RateLimitItem], type[RateLimitItem]] = {}
+
+
+def _counted_by_window(item: RateLimitItem) -> RateLimitItem:
+    """``item``, with a key that leaves its amount out. The library's own key holds the amount
+    (``LIMITER/rate/token:ci/600/1/minute``), so a reload that changed ``600/minute`` to
+    ``900/minute`` counted every identity afresh; keyed by the window alone, the new amount is
+    compared with the hits counted so far, in memory and in Redis alike (docs/limits.md). Every
+    strategy keys its counts by ``key_for`` and is handed the amount apart, so nothing else changes."""
+    kind = _BY_WINDOW.get(type(item))
+    if kind is None:
+        kind = _BY_WINDOW[type(item)] = type(f"ByWindow{type(item).__name__}", (type(item),), {"key_for": _window_key})
+    return kind(item.amount, item.multiples, item.namespace)
+
+
+def _window_key(item: RateLimitItem, *identifiers: bytes | str | int | float) -> str:
+    from limits.limits import safe_string
+
+    window = [safe_string(item.multiples), item.GRANULARITY.name]
+    return "/".join([item.namespace, *(safe_string(k) for k in identifiers), *window])
 
 
 def _strategy(name: str) -> type[RateLimiter]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from gateway.config import parse_config
 from gateway.importer.clients import ClientFormat, read_client_config
+from gateway.protocol.control_chars import escaped, has_control_chars
 from gateway.protocol.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -25,8 +26,16 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 
 def _string(value: str) -> str:
-    """A TOML basic string (JSON's string escapes are valid TOML); ``value`` is in the gateway's syntax."""
-    return json.dumps(value, ensure_ascii=False)
+    """A TOML basic string (JSON's string escapes are valid TOML); ``value`` is in the gateway's syntax.
+    Control characters are escaped (``json`` leaves C1 controls and overrides as they are, and the
+    config is read on terminals too), as TOML writes them (``\\U`` beyond the BMP, where JSON would
+    write a surrogate pair)."""
+    return "".join(_escape(ch) if has_control_chars(ch) else ch for ch in json.dumps(value, ensure_ascii=False))
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def _value(value: Any) -> str:
@@ -75,7 +84,7 @@ def import_client_config(
     lines = [f"# Imported by `prompt-gateway import` from a {read.client} config.", "#"]
     if read.variables:
         lines.append("# Set these environment variables before the gateway starts (the client asked for them):")
-        lines += [f"#   {name}: {description}" for name, description in sorted(read.variables.items())]
+        lines += [f"#   {escaped(name)}: {escaped(text)}" for name, text in sorted(read.variables.items())]
     lines += [
         "# Review env values: prefer ${VAR} references to literal secrets.",
         "",
@@ -87,11 +96,15 @@ def import_client_config(
     ]
     for server in read.servers:
         upstream = {"namespace": _namespace(server.name, taken, separator), **server.settings}
-        lines += ["", f"[[upstreams]]  # {json.dumps(server.name, ensure_ascii=False)}"]
+        lines += ["", f"[[upstreams]]  # {_string(server.name)}"]
         lines += [f"{key} = {_value(value)}" for key, value in upstream.items()]
     output = "\n".join(lines) + "\n"
     # Variables are checked when the gateway runs, not here: import runs where they may not be set.
-    parse_config(tomllib.loads(output), environ=_Everything())
+    try:
+        parsed = tomllib.loads(output)
+    except tomllib.TOMLDecodeError as exc:  # a lone surrogate: JSON can say it, TOML cannot
+        raise ConfigError(f"the file holds text TOML cannot express ({exc})") from exc
+    parse_config(parsed, environ=_Everything())
     warnings = [*read.warnings]
     if read.variables:
         warnings.append("set " + ", ".join(sorted(read.variables)) + " in the gateway's environment (see the header)")

@@ -15,6 +15,7 @@ from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Rules
 from gateway.config import ClaimMatch, PolicyRules, PromptOverride, ViewSettings
 from gateway.identity.views import ClaimViews
+from gateway.protocol.errors import GatewayError
 from gateway.testing import FakePromptSource
 
 SEP = "__"
@@ -111,3 +112,21 @@ async def test_what_decided_is_named() -> None:
     assert collided.as_json()["shownInstead"] == "eng"
     only, _ = await cat.explanations([], "shared")
     assert [e.upstream for e in only] == ["eng", "other"]
+
+
+@pytest.mark.anyio
+async def test_a_name_with_control_characters_is_refused_unless_an_override_renames_it() -> None:
+    hostile = "pwn\x1b]0;owned\x07\x1b[2J"
+    source = FakePromptSource("up", [{"name": hostile}, {"name": "bidi\u202eevil"}, {"name": "fine"}])
+    rescued = {"bidi\u202eevil": PromptOverride(name="up__bidi")}
+    cat = Catalog([Mount(source, prefix="up__", overrides=rescued)], codec=CursorCodec(b"k" * 32), generation="g")
+    listed = {p["name"] for p in (await cat.all_prompts())["prompts"]}
+    assert listed == {"up__bidi", "up__fine"}
+    with pytest.raises(GatewayError):
+        await cat.get_prompt({"name": "up__" + hostile, "arguments": {}})
+    assert ("prompts/get", {"name": hostile, "arguments": {}}) not in source.calls
+    (refused,), _ = await cat.explanations([], "up__" + hostile)
+    assert not refused.visible
+    assert refused.decided_by == "the gateway's naming rule: no control characters in a prompt name (the name)"
+    assert "\x1b" not in "\n".join(refused.described())
+    assert cat.refused_names() == [("up", "up__" + hostile)]

@@ -11,7 +11,7 @@ from gateway.config import ClaimMatch, LimitsSettings, PolicyRules, TokenSetting
 from gateway.identity.principal import LOCAL, Identity
 from gateway.identity.rate_limits import Counts, RateLimits, retry_after_header
 from gateway.protocol.errors import RATE_LIMITED, ConfigError, RateLimited
-from tests.integration.services import free_port
+from tests.integration.services import free_port, redis_server
 
 CI_TOKEN = Identity.token("ci")
 CI_PERSON = Identity.access_token("https://idp.example", "ci", {"groups": ["staff"]})
@@ -100,6 +100,51 @@ async def test_the_counts_outlive_new_limits() -> None:
     assert await admitted(reloaded, CI_TOKEN, "prompts/get", 1) == 0
 
 
+STRATEGIES = ["moving-window", "sliding-window-counter", "fixed-window"]
+
+
+async def spent_then_reloaded(counts: Counts, strategy: str, before: str, after: str, spent: int) -> int:
+    """How many requests a reload from rate ``before`` to ``after`` still lets through, ``spent`` having
+    been let through before it."""
+    first = RateLimits(LimitsSettings(rate=before, strategy=strategy, storage_timeout_s=5), counts)  # type: ignore[arg-type]
+    assert await admitted(first, CI_TOKEN, "prompts/get", spent) == spent
+    reloaded = RateLimits(LimitsSettings(rate=after, strategy=strategy, storage_timeout_s=5), counts)  # type: ignore[arg-type]
+    return await admitted(reloaded, CI_TOKEN, "prompts/get", 10)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_a_changed_amount_applies_to_the_counts_so_far_in_memory(strategy: str) -> None:
+    """The library keys its counts by the amount too: a reload to 3/minute counted everyone afresh."""
+    assert await spent_then_reloaded(Counts(None, 5), strategy, "2/minute", "3/minute", spent=2) == 1
+    assert await spent_then_reloaded(Counts(None, 5), strategy, "5/minute", "2/minute", spent=3) == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_a_changed_amount_applies_to_the_counts_so_far_in_redis(strategy: str) -> None:
+    async with redis_server() as redis:
+        counts, other = Counts(redis.url, 5), Counts(redis.url, 5)
+        try:
+            assert await spent_then_reloaded(counts, strategy, "2/minute", "3/minute", spent=2) == 1
+            assert counts.usable_redis() is not None  # counted in Redis, not in memory after a failure
+            elsewhere = RateLimits(LimitsSettings(rate="3/minute", strategy=strategy), other)  # type: ignore[arg-type]
+            assert await admitted(elsewhere, CI_TOKEN, "prompts/get", 1) == 0  # another replica: the same counts
+        finally:
+            await counts.aclose()
+            await other.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_changed_window_starts_that_limits_counts_afresh() -> None:
+    assert await spent_then_reloaded(Counts(None, 5), "moving-window", "2/minute", "2/hour", spent=2) == 2
+
+
+@pytest.mark.anyio
+async def test_two_amounts_of_one_window_count_each_request_once() -> None:
+    assert await admitted(limits(LimitsSettings(rate="4/minute;6/minute")), CI_TOKEN, "prompts/get", 9) == 4
+
+
 @pytest.mark.anyio
 async def test_with_redis_gone_each_replica_counts_alone_at_once() -> None:
     nobody_listens = f"redis://127.0.0.1:{free_port()}/0"
@@ -117,6 +162,15 @@ async def test_connecting_and_pinging_are_not_counted() -> None:
     for method in ("initialize", "server/discover", "ping") * 3:
         await rate_limits.admit(CI_TOKEN, method)
     assert await admitted(rate_limits, CI_TOKEN, "prompts/get", 2) == 1
+
+
+@pytest.mark.parametrize("rate", ["5 per 0 second", "1/minute;5 per 00 seconds", "3/ 0minute"])
+def test_a_window_of_no_length_is_refused_naming_the_key(rate: str) -> None:
+    """The library reads "per 0 second" as per 1 second: check passed it, and it served as a 1 s window."""
+    with pytest.raises(ConfigError) as refused:
+        parse_config({"limits": {"burst": rate}})
+    assert "limits.burst" in refused.value.message
+    assert "has a window of no length" in refused.value.message
 
 
 @pytest.mark.parametrize("rate", ["0/minute", "fast", "10/fortnight", "10/second;"])

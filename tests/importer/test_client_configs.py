@@ -170,3 +170,20 @@ def test_an_inputs_default_and_the_environment_the_client_read_are_said(tmp_path
     assert "#   KEY: from the environment" in imported.toml
     (server,) = load(tmp_path, imported.toml, KEY="k")
     assert server["env"] == {"MODE": "a", "K": "k"}
+
+
+def test_words_from_the_clients_file_cannot_add_to_the_config_or_steer_a_terminal(tmp_path: Path) -> None:
+    """An input's description was copied into a header comment as it stood: a line break in it started
+    a line of config (here a policy hiding everything), and a server's name kept its C1 controls."""
+    mcp_json = """{"inputs": [{"type": "promptString", "id": "key",
+                               "description": "Key\\n[policy]\\ndeny = [\\"*\\"]\\u001b[2J"}],
+                   "servers": {"evil\\u009b2J\\u202e": {"command": "x\\u0085", "env": {"K": "${input:key}"}}}}"""
+    imported = import_client_config(mcp_json, client="vscode")
+    assert '#   KEY: Key\\n[policy]\\ndeny = ["*"]\\x1b[2J' in imported.toml
+    assert '[[upstreams]]  # "evil\\u009b2J\\u202e"' in imported.toml
+    assert imported.toml.replace("\n", "").isprintable()
+    path = tmp_path / "gateway.toml"
+    path.write_text(imported.toml)
+    config = load_config(path, environ={"KEY": "k"})
+    assert config.policy.deny == ()
+    assert config.upstreams[0].command == "x\x85"

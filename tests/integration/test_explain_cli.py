@@ -4,6 +4,7 @@ HTTP front end lists for that token, and a hidden prompt names the policy and ru
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,90 @@ def test_explain_says_what_it_cannot_explain(tmp_path: Path) -> None:
     claims.write_text("[1, 2]")
     assert "must hold a JSON object of claims" in explain(path, "--all", "--claims", str(claims)).stderr
     assert explain(path, "--config-less").returncode == 2
+
+
+def views_config(tmp_path: Path) -> Path:
+    python = json.dumps(sys.executable)
+    path = tmp_path / "views.toml"
+    path.write_text(f"""
+[server]
+transport = "http"
+port = 0
+[server.auth]
+resource = "http://127.0.0.1:9/mcp"
+[[server.auth.issuers]]
+issuer = "https://issuer.example"
+[[server.views]]
+name = "outsiders"
+match = {{ claim = "groups", none_of = ["eng"] }}
+policy = {{ allow = ["*"], deny = ["eng__*"] }}
+[[upstreams]]
+namespace = "eng"
+command = {python}
+args = ["-m", "gateway.demo.engineering"]
+""")
+    return path
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b'{"groups": ["\xff"]}', "is not UTF-8 text (byte 13 cannot be read)"),
+        (
+            '{"groups": ["eng"]}'.encode("utf-16"),
+            "is UTF-16 or UTF-32 (it starts with a byte order mark): save it as UTF-8",
+        ),
+        (DEEP, "nests too deeply to be an access token's claims"),
+        (b"{" + b'"a": 1, ' * 200_000 + b"}", "cannot be read (it is larger than 1 MiB)"),
+    ],
+    ids=["not-utf8", "utf16", "deep", "large"],
+)
+def test_a_bad_claims_file_exits_2_saying_why_in_one_line(tmp_path: Path, content: bytes, why: str) -> None:
+    claims = tmp_path / "claims.json"
+    claims.write_bytes(content)
+    refused = explain(views_config(tmp_path), "--all", "--claims", str(claims))
+    assert (refused.returncode, refused.stderr.splitlines()) == (2, [f"prompt-gateway: --claims {claims}: {why}"])
+
+
+@pytest.mark.parametrize(("path", "why"), [("/dev/zero", "it is larger than 1 MiB"), (".", "is a directory")])
+def test_a_claims_path_that_is_no_file_exits_2_saying_why(tmp_path: Path, path: str, why: str) -> None:
+    refused = explain(views_config(tmp_path), "--all", "--claims", path)
+    assert (refused.returncode, refused.stderr.splitlines()) == (
+        2,
+        [f"prompt-gateway: --claims {path}: cannot be read ({why})"],
+    )
+
+
+def test_claims_from_a_process_substitution_and_a_written_fifo_are_read(tmp_path: Path) -> None:
+    path = views_config(tmp_path)
+    command = " ".join([sys.executable, "-m", "gateway", "explain", "--all", "--config", str(path)])
+    substituted = subprocess.run(
+        ["bash", "-c", f"""{command} --claims <(sleep 0.2; printf '{{"groups": ["ops"]}}')"""],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert substituted.returncode == 0, substituted.stderr
+    assert "for a person whose token matches view outsiders:" in substituted.stdout
+    fifo = tmp_path / "claims.fifo"
+    os.mkfifo(fifo)
+    with subprocess.Popen(["sh", "-c", f"""printf '{{"groups": ["eng"]}}' > {fifo}"""]) as writer:
+        written = explain(path, "--all", "--claims", str(fifo))
+        writer.wait(timeout=30)
+    assert written.returncode == 0, written.stderr
+    assert "for a person whose token matches no view:" in written.stdout
+
+
+def test_a_fifo_nothing_writes_to_times_out_with_exit_2(tmp_path: Path) -> None:
+    fifo = tmp_path / "claims.fifo"
+    os.mkfifo(fifo)
+    waited = explain(views_config(tmp_path), "--all", "--claims", str(fifo))
+    assert (waited.returncode, waited.stderr.splitlines()) == (
+        2,
+        [f"prompt-gateway: --claims {fifo}: cannot be read (nothing finished writing it within 10 s)"],
+    )

@@ -131,6 +131,26 @@ async def test_the_counts_outlive_a_reload(tmp_path: Path) -> None:
         assert (await modern_get(http, url)).status_code == 429  # what was spent before the reload still counts
 
 
+@pytest.mark.parametrize("in_redis", [False, True], ids=["memory", "redis"])
+async def test_a_reload_that_changes_the_rate_applies_it_to_the_counts_so_far(tmp_path: Path, in_redis: bool) -> None:
+    """The library's keys held the amount: after 2/minute became 3/minute everyone started afresh."""
+    async with AsyncExitStack() as stack:
+        cluster = None
+        if in_redis:
+            redis = await stack.enter_async_context(redis_server())
+            cluster = {"session_keys": ["fleet-session-key-of-32-characters"], "redis_url": redis.url}
+        path = write_config(tmp_path / "g.toml", upstreams(), server=HTTP, limits={"rate": "2/minute"}, cluster=cluster)
+        gateway = await stack.enter_async_context(running_gateway(path, "--watch"))
+        if in_redis:
+            await gateway.wait_for_event("redis_connected")
+        http = await stack.enter_async_context(httpx.AsyncClient(timeout=30))
+        url = f"{gateway.url}/mcp"
+        assert [(await modern_get(http, url)).status_code for _ in range(2)] == [200, 200]
+        write_config(path, upstreams(), server=HTTP, limits={"rate": "3 per 1 minute"}, cluster=cluster)
+        await gateway.wait_for_event("config_reloaded")
+        assert [(await modern_get(http, url)).status_code for _ in range(3)] == [200, 429, 429]
+
+
 async def test_three_replicas_behind_haproxy_share_one_rate_through_redis(tmp_path: Path) -> None:
     """Round robin: without Redis each replica would let 5 a minute through, 15 in all."""
     require_binary("haproxy", "haproxy")
