@@ -227,3 +227,17 @@ def test_a_directory_inside_claude_commands_and_a_plugin_are_claude_codes(tmp_pa
     scanned = scan(plugin)
     assert sorted(scanned.prompts) == ["p-plan", "tidy"]
     assert scan(home_commands, "template").prompts["refactor"].kind == "template"  # said otherwise: obeyed
+
+
+def test_a_folder_named_like_a_tools_folder_among_commands_is_a_namespace(tmp_path: Path) -> None:
+    """``skills/README.md`` beside a top-level ``README.md`` was served as ``README-2``: every folder called
+    ``skills`` (or ``commands``, ``prompts``) was taken for one where the tools keep their files."""
+    write(tmp_path, ".claude/commands/README.md", "About these commands.")
+    write(tmp_path, ".claude/commands/skills/README.md", "About the commands on skills.")
+    write(tmp_path, ".claude/commands/prompts/README.md", "About the commands on prompts.")
+    write(tmp_path, ".claude/skills/README/SKILL.md", "A skill of that name too.")
+    repository = scan(tmp_path)
+    assert sorted(repository.prompts) == ["README", "README-2", "prompts-README", "skills-README"]
+    assert repository.prompts["README-2"].source == ".claude/skills/README/SKILL.md"  # no folder of its own to add
+    commands = scan(tmp_path / ".claude" / "commands")
+    assert sorted(commands.prompts) == ["README", "prompts-README", "skills-README"]
