@@ -169,6 +169,7 @@ async def _serve(config: Config, path: str, watch: bool, sock: socket.socket | N
             else:
                 stdio = open_own_stdio(max_message_bytes=config.gateway.max_message_bytes)
                 await serve_stream(gateway, stdio, stopping=stopping)
+            running.clear()  # stopping now (stdin may have ended, with no signal): a SIGHUP reloads nothing
             tg.cancel_scope.cancel()
         signals.cancel_scope.cancel()
     return 128 + forced[0] if forced else EXIT_OK
