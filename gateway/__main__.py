@@ -28,6 +28,7 @@ from gateway.protocol.control_chars import escaped, json_text
 from gateway.protocol.errors import ConfigError, GatewayError, UpstreamError
 from gateway.protocol.meta_keys import TAGS_META_KEY
 from gateway.serving import ensure_safe_exposure, listening_socket, serve_http, serve_stream
+from gateway.transports import orphans
 from gateway.transports.stdio import open_own_stdio
 
 EXIT_OK, EXIT_UPSTREAM_FAILED, EXIT_CONFIG = 0, 1, 2
@@ -109,13 +110,22 @@ async def _reload(gateway: Gateway, path: str) -> None:
     await gateway.reload(new)
 
 
-async def _handle_signals(gateway: Gateway, path: str, stopping: anyio.Event, scope: anyio.CancelScope) -> None:
-    """SIGHUP reloads; SIGTERM/SIGINT stop gracefully, and a second one stops at once."""
+async def _handle_signals(
+    running: list[Gateway], path: str, stopping: anyio.Event, forced: list[int], scope: anyio.CancelScope
+) -> None:
+    """SIGHUP reloads; SIGTERM/SIGINT stop gracefully. This runs until the gateway's stop is over, its
+    upstreams' included: a client that closed stdin then sends SIGTERM (the SDK's does, 2 s later), and
+    that SIGTERM must not end the gateway with upstreams still being stopped. A second SIGTERM/SIGINT
+    SIGKILLs every process the upstreams still have and ends the gateway at once."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:
             if signum == signal.SIGHUP:
-                await _reload(gateway, path)
+                if running and not stopping.is_set():
+                    await _reload(running[0], path)
             elif stopping.is_set():
+                leftovers = await anyio.to_thread.run_sync(orphans.kill_all)
+                log.warning("killed_what_remained", signal=signal.Signals(signum).name, leftovers=leftovers)
+                forced.append(signum)
                 scope.cancel()
             else:
                 log.info("shutting_down", signal=signal.Signals(signum).name)
@@ -143,18 +153,26 @@ async def _watch(gateway: Gateway, path: str, interval_s: float = 1.0) -> None:
 
 
 async def _serve(config: Config, path: str, watch: bool, sock: socket.socket | None) -> int:
+    """Serve until told to stop; signals are handled from before the gateway starts until it has stopped.
+    Exit status 0, or 128 + the signal's number when a second one cut the stop short."""
     stopping = anyio.Event()
-    async with anyio.create_task_group() as tg, run_gateway(config, telemetry=True) as gateway:
-        tg.start_soon(_handle_signals, gateway, path, stopping, tg.cancel_scope)
-        if watch:
-            tg.start_soon(_watch, gateway, path)
-        if config.server.transport == "http":
-            await serve_http(gateway, stopping=stopping, sock=sock)
-        else:
-            stdio = open_own_stdio(max_message_bytes=config.gateway.max_message_bytes)
-            await serve_stream(gateway, stdio, stopping=stopping)
-        tg.cancel_scope.cancel()
-    return EXIT_OK
+    running: list[Gateway] = []
+    forced: list[int] = []
+    async with anyio.create_task_group() as signals:
+        signals.start_soon(_handle_signals, running, path, stopping, forced, signals.cancel_scope)
+        async with anyio.create_task_group() as tg, run_gateway(config, telemetry=True) as gateway:
+            running.append(gateway)
+            if watch:
+                tg.start_soon(_watch, gateway, path)
+            if config.server.transport == "http":
+                await serve_http(gateway, stopping=stopping, sock=sock)
+            else:
+                stdio = open_own_stdio(max_message_bytes=config.gateway.max_message_bytes)
+                await serve_stream(gateway, stdio, stopping=stopping)
+            running.clear()  # stopping now (stdin may have ended, with no signal): a SIGHUP reloads nothing
+            tg.cancel_scope.cancel()
+        signals.cancel_scope.cancel()
+    return 128 + forced[0] if forced else EXIT_OK
 
 
 def _say(text: str = "", *, file: TextIO | None = None) -> None:

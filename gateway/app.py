@@ -359,7 +359,8 @@ def start_telemetry(settings: TelemetrySettings) -> tracing.Tracing | None:
 
 
 ORPHAN_REAP_S = 10.0
-ORPHAN_GRACE_S = 2.0
+ORPHAN_GRACE_S = 0.5
+"""After SIGTERM, then after SIGKILL, for what the upstreams left: short, as the whole stop must be (child_stop.py)."""
 
 
 async def _reap_orphans() -> None:

@@ -7,6 +7,9 @@ every process still carrying its tag is ended, wherever it was reparented. And o
 a child subreaper (``PR_SET_CHILD_SUBREAPER``): an orphan of any descendant is reparented to it, not to
 init, so one that cleared its environment is still the gateway's child, reaped while it runs and ended
 when it stops. Process tables are read with psutil; nothing here knows about prompts.
+
+And a last resort: ``kill_all`` SIGKILLs every process the upstreams still have, for a gateway told
+twice to stop.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from __future__ import annotations
 import ctypes
 import os
 import secrets
+import signal
 import sys
 from collections.abc import Iterable
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 import anyio
@@ -35,6 +40,12 @@ exit of one that ended at once, which its event loop would then never see)."""
 managed: set[int] = set()
 """Pids of the children the gateway started itself and waits for (their exit is its event loop's to
 collect): never reaped here."""
+groups: set[int] = set()
+"""Process groups of the children started, until their stop is over (each child leads one of its own)."""
+tags: set[str] = set()
+"""The tags of the children started, until their stop is over."""
+killing = False
+"""Set by ``kill_all``: stops still under way skip their waits and SIGTERM, and go straight to SIGKILL."""
 
 
 def new_tag() -> str:
@@ -52,19 +63,54 @@ def become_subreaper() -> bool:
     return True
 
 
-def _tagged(tag: str) -> list[psutil.Process]:
+def tagged(tag: str) -> list[psutil.Process]:
+    """The processes carrying ``tag`` in their environment, but for the upstreams themselves (their
+    own stop, and their exit, are the caller's)."""
+    return _carrying({tag})
+
+
+def _carrying(wanted: set[str]) -> list[psutil.Process]:
     import psutil
 
     found = []
     for process in psutil.process_iter():
-        if process.pid in managed:
-            continue  # the upstream itself: its own stop, and its exit, are the caller's
+        if process.pid in managed or process.pid == os.getpid():
+            continue
         try:
-            if process.environ().get(TAG_VARIABLE) == tag:
+            if process.environ().get(TAG_VARIABLE) in wanted:
                 found.append(process)
         except (psutil.Error, OSError):
             continue  # gone meanwhile, or not ours to read
     return found
+
+
+def running(process: psutil.Process) -> bool:
+    """Whether ``process`` still runs; a zombie does not (and one that is the gateway's child is reaped)."""
+    import psutil
+
+    try:
+        if process.status() != psutil.STATUS_ZOMBIE:
+            return True
+    except psutil.Error:
+        return False
+    with suppress(ChildProcessError):
+        os.waitpid(process.pid, os.WNOHANG)
+    return False
+
+
+def kill_all() -> int:
+    """SIGKILL every process the upstreams still have: each child's process group, what carries a tag,
+    what the gateway adopted. How many processes were signalled besides the groups (for the log)."""
+    global killing
+    killing = True
+    for pgid in list(groups):
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    leftovers = _carrying(set(tags)) + _adopted()
+    for process in leftovers:
+        with suppress(Exception):
+            process.kill()
+    return len(leftovers)
 
 
 def _adopted() -> list[psutil.Process]:
@@ -74,14 +120,6 @@ def _adopted() -> list[psutil.Process]:
         return [child for child in psutil.Process().children() if child.pid not in managed]
     except psutil.Error:
         return []
-
-
-async def end_tagged(tag: str, grace_s: float) -> None:
-    """End every process still carrying this upstream's tag (SIGTERM, then SIGKILL after ``grace_s``)."""
-    processes = await anyio.to_thread.run_sync(_tagged, tag)
-    if processes:
-        log.info("upstream_leftovers_ended", count=len(processes), pids=[p.pid for p in processes][:16])
-        await anyio.to_thread.run_sync(_end, processes, grace_s)
 
 
 async def end_adopted(grace_s: float) -> None:
@@ -110,12 +148,13 @@ def _end(processes: Iterable[psutil.Process], grace_s: float) -> None:
     import psutil
 
     alive = list(processes)
-    for process in alive:
-        try:
-            process.terminate()
-        except psutil.Error:
-            continue
-    _, alive = psutil.wait_procs(alive, timeout=grace_s)  # reaps those that are the gateway's children
+    if not killing:
+        for process in alive:
+            try:
+                process.terminate()
+            except psutil.Error:
+                continue
+        _, alive = psutil.wait_procs(alive, timeout=grace_s)  # reaps those that are the gateway's children
     for process in alive:
         try:
             process.kill()

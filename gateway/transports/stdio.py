@@ -1,14 +1,13 @@
 """stdio both ways: a child process we talk to (upstream), and our own stdin/stdout (front end).
 
 Child processes get their own session so that a terminal's Ctrl-C reaches only the gateway, which then
-shuts them down in order: close stdin, wait, SIGTERM the group, wait, SIGKILL the group, then whatever
-escaped the group carrying the child's tag (orphans.py). No orphans.
+shuts them down in order, within a bound (child_stop.py): close stdin, wait, SIGTERM the group and
+whatever escaped it carrying the child's tag (orphans.py), wait, SIGKILL them. No orphans.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from gateway.transports import orphans
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES, NewlineFramedStream
+from gateway.transports.child_stop import STOP_TIMES, StopTimes, end_group, stop_child
 
 _INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
 """The parent variables a child keeps. Everything else (tokens above all) must be given in config."""
@@ -49,7 +49,7 @@ class ChildSpec:
     args: Sequence[str] = ()
     env: Mapping[str, str] | None = None
     cwd: str | None = None
-    grace_s: float = 2.0
+    stop: StopTimes = STOP_TIMES
 
 
 @asynccontextmanager
@@ -73,6 +73,8 @@ async def open_child(
             start_new_session=True,
         )
         orphans.managed.add(process.pid)
+        orphans.groups.add(process.pid)
+        orphans.tags.add(tag)
     finally:
         orphans.spawning -= 1
     if process.stdin is None or process.stdout is None or process.stderr is None:  # pragma: no cover
@@ -81,17 +83,19 @@ async def open_child(
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_pump_stderr, process.stderr, on_stderr_line)
-            tg.start_soon(_end_group_with_leader, process, spec.grace_s)
+            tg.start_soon(_end_group_with_leader, process, spec.stop)
             try:
                 yield stream, process
             finally:
                 with anyio.CancelScope(shield=True):
-                    await _terminate(process, spec.grace_s, tag)
+                    await stop_child(process, tag, spec.stop)
                 tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True), suppress(Exception):
             await process.aclose()
         orphans.managed.discard(process.pid)
+        orphans.groups.discard(process.pid)
+        orphans.tags.discard(tag)
 
 
 async def _pump_stderr(stderr: ByteReceiveStream, on_line: Callable[[str], None]) -> None:
@@ -107,48 +111,11 @@ async def _pump_stderr(stderr: ByteReceiveStream, on_line: Callable[[str], None]
                 pending = b""
 
 
-async def _terminate(process: Process, grace_s: float, tag: str) -> None:
-    """End the child and every process it started (its process group, made by ``start_new_session``, and
-    what left the group carrying its tag), each time: a server that exits on stdin EOF, or crashes, can
-    leave children of its own running. EOF first, then SIGTERM to the group, then SIGKILL, each given
-    ``grace_s``."""
-    await _end_group(process, grace_s)
-    await orphans.end_tagged(tag, grace_s)
-
-
-async def _end_group(process: Process, grace_s: float) -> None:
-    if process.stdin is not None:
-        with suppress(Exception):
-            await process.stdin.aclose()
-    with anyio.move_on_after(grace_s):
-        await process.wait()
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if process.returncode is not None and not _group_alive(process.pid):
-            return
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, sig)
-        with anyio.move_on_after(grace_s):
-            await process.wait()
-            while _group_alive(process.pid):  # noqa: ASYNC110 - members are not our children: no event to await
-                await anyio.sleep(0.02)
-            return
-
-
-async def _end_group_with_leader(process: Process, grace_s: float) -> None:
+async def _end_group_with_leader(process: Process, times: StopTimes) -> None:
     """Once the server itself has exited, what it started goes too: its children would otherwise run on,
     and hold its stdout open, so that the end of the stream (how its exit is noticed) would never come."""
     await process.wait()
-    await _end_group(process, grace_s)  # what left the group is looked for once, as the child is closed
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    await end_group(process, times)  # what left the group is looked for once, as the child is closed
 
 
 class _FdReceiveStream(ByteReceiveStream):

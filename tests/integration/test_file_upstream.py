@@ -29,11 +29,14 @@ Review this {{ language }} code:
 {{ code }}
 """
 
+AS_WRITTEN = "(budget $5,000; awk '{print $4}')"
+"""Positional placeholders that receive no word: Claude Code leaves them as written, so the gateway does."""
+
 
 def prompt_directory(root: Path) -> Path:
     (root / ".claude" / "commands").mkdir(parents=True)
     (root / "review.md").write_text(REVIEW)
-    (root / ".claude" / "commands" / "fix-issue.md").write_text("Fix issue $ARGUMENTS.")
+    (root / ".claude" / "commands" / "fix-issue.md").write_text(f"Fix issue $ARGUMENTS {AS_WRITTEN}.")
     (root / "explain.prompt.md").write_text("Explain ${input:topic}.")
     return root
 
@@ -48,7 +51,7 @@ async def test_file_prompts_through_the_gateway(tmp_path: Path) -> None:
         review = await client.get_prompt("team__review", {"code": "x = 1"})
         assert review.messages[0].content == t.TextContent(type="text", text="Review this python code:\nx = 1")
         fix = await client.get_prompt("team__fix-issue", {"arguments": "42"})
-        assert fix.messages[0].content == t.TextContent(type="text", text="Fix issue 42.")
+        assert fix.messages[0].content == t.TextContent(type="text", text=f"Fix issue 42 {AS_WRITTEN}.")
         completion = await client.complete(
             t.PromptReference(type="ref/prompt", name="team__review"), {"name": "language", "value": "r"}
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client
 
 from tests.integration.helpers import (
@@ -17,6 +19,8 @@ from tests.integration.helpers import (
     ListChangedWatcher,
     demo_upstream,
     gateway_command,
+    gateway_params,
+    process_gone,
     running_gateway,
     sdk_upstream,
     write_config,
@@ -147,3 +151,98 @@ async def test_stdin_closing_lets_requests_in_flight_finish(tmp_path: Path) -> N
             assert await process.wait() == 0
         answers = [line for line in output.splitlines() if b'"id":2' in line]
         assert b"slow answer" in answers[0]
+
+
+def stubborn(namespace: str, tmp_path: Path, *, deaf: bool = False) -> dict[str, Any]:
+    """A server that runs on after its stdin ends (as mcp-server-sqlite does), with a child in its group
+    and a daemon out of it; ``deaf`` ones ignore SIGTERM too. Their pids go to ``tmp_path / "pids"``."""
+    env = {"STUBBORN_PIDS": str(tmp_path / "pids"), "STUBBORN_IGNORE_TERM": "1" if deaf else "0"}
+    return {**sdk_upstream(namespace, "stubborn"), "env": env}
+
+
+def recorded_pids(tmp_path: Path, count: int) -> list[int]:
+    pids = [int(line) for line in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == count
+    assert not any(process_gone(pid) for pid in pids)
+    return pids
+
+
+async def all_gone(pids: list[int]) -> None:
+    """Every one of ``pids`` exits, within a bound generous for a busy machine (processes outside the
+    gateway's own children give no event to await)."""
+    with anyio.fail_after(30):
+        while not all(process_gone(pid) for pid in pids):
+            await anyio.sleep(0.05)
+
+
+async def test_the_sdk_stdio_client_leaving_stops_servers_that_ignore_end_of_input(tmp_path: Path) -> None:
+    """The SDK's stdio client closes the gateway's stdin, waits 2 s, SIGTERMs it, waits 2 s more and
+    SIGKILLs its process group, which the upstreams (each in a session of its own) are not in. The
+    gateway gave a server that ignores end of input 2 s, and the SIGTERM then ended the gateway
+    mid-stop: the server ran on, with what it had started."""
+    config = write_config(tmp_path / "c.toml", [stubborn("calm", tmp_path), stubborn("deaf", tmp_path, deaf=True)])
+    async with Client(gateway_params(config), cache=None) as client:
+        assert {p.name for p in (await client.list_prompts()).prompts} == {"calm__stay", "deaf__stay"}
+        pids = recorded_pids(tmp_path, 6)
+    await all_gone(pids)
+
+
+async def test_sigterm_while_upstreams_are_stopping_lets_the_stop_finish(tmp_path: Path) -> None:
+    """End of input starts the stop; a SIGTERM arriving meanwhile used to end the gateway at once (its
+    signal handler had already gone), leaving the upstreams still being stopped running."""
+    config = write_config(tmp_path / "c.toml", [stubborn("calm", tmp_path), stubborn("deaf", tmp_path, deaf=True)])
+    command = [*gateway_command(config, "serve"), "--log-level", "info"]
+    async with await anyio.open_process(command, cwd=ROOT) as process:
+        assert process.stdin is not None
+        assert process.stderr is not None
+        events = BufferedByteReceiveStream(process.stderr)
+
+        async def next_event(name: str, **fields: Any) -> dict[str, Any]:
+            while True:
+                event = json.loads(await events.receive_until(b"\n", 1 << 20))
+                if event.get("event") == name and fields.items() <= event.items():
+                    return event
+
+        with anyio.fail_after(60):
+            await next_event("upstream_state", state="ready")
+            await next_event("upstream_state", state="ready")
+        pids = recorded_pids(tmp_path, 6)
+        await process.stdin.aclose()
+        with anyio.fail_after(30):
+            await next_event("upstream_state", upstream="calm", state="stopped")  # deaf's stop goes on
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            assert await process.wait() == 0
+    await all_gone(pids)
+
+
+async def test_sigterm_stops_every_upstream_and_their_processes(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml", [stubborn("calm", tmp_path), stubborn("deaf", tmp_path, deaf=True)], server=HTTP
+    )
+    async with running_gateway(config) as gw:
+        await gw.wait_for_event("upstream_state", state="ready")
+        await gw.wait_for_event("upstream_state", state="ready")
+        pids = recorded_pids(tmp_path, 6)
+        gw.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            assert await gw.process.wait() == 0
+    await all_gone(pids)
+
+
+async def test_a_second_signal_kills_what_remains_and_exits(tmp_path: Path) -> None:
+    """The first signal starts the stop (a deaf server takes its full course to end); the second goes
+    straight to SIGKILL of every process the upstreams left, and the gateway exits."""
+    config = write_config(tmp_path / "c.toml", [stubborn("deaf", tmp_path, deaf=True)], server=HTTP)
+    async with running_gateway(config) as gw:
+        await gw.wait_for_event("upstream_state", state="ready")
+        pids = recorded_pids(tmp_path, 3)
+        gw.process.send_signal(signal.SIGTERM)
+        await gw.wait_for_event("shutting_down")
+        gw.process.send_signal(signal.SIGINT)
+        with anyio.fail_after(30):
+            assert await gw.process.wait() == 128 + signal.SIGINT
+        await all_gone(pids)
+        killed = await gw.wait_for_event("killed_what_remained")
+        assert killed["signal"] == "SIGINT"
+        assert killed["leftovers"] >= 1  # the daemon, out of the group: only its tag finds it

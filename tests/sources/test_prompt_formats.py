@@ -29,7 +29,18 @@ def command(body: str, path: str = ".claude/commands/c.md") -> FilePrompt:
     ("body", "typed", "expected"),
     [
         ("Fix $ARGUMENTS.", "issue 42", "Fix issue 42."),
-        ("First $0, second $1, third $2.", "a b", "First a, second b, third ."),  # 0-based; one past the end: empty
+        ("First $0, second $1, third $2.", "a b", "First a, second b, third $2."),  # 0-based; no word: as written
+        ("Budget $5,000 for $ARGUMENTS", "the launch", "Budget $5,000 for the launch"),  # a price
+        ("Plans from $100 a month: compare $0 and $1", "basic pro", "Plans from $100 a month: compare basic and pro"),
+        ("Fourth column of $0: awk '{print $4}' $0", "log.tsv", "Fourth column of log.tsv: awk '{print $4}' log.tsv"),
+        (
+            "Explain $ARGUMENTS: `UPDATE stock SET qty = $2 WHERE sku = $3`",
+            "this",
+            "Explain this: `UPDATE stock SET qty = $2 WHERE sku = $3`",
+        ),  # SQL parameters
+        ("Tag $ARGUMENTS[0], then $ARGUMENTS[2]", "v1 v2", "Tag v1, then $ARGUMENTS[2]"),
+        ("Costs $5,000.", "extra", "Costs $5,000.\n\nARGUMENTS: extra"),  # no word received: appended
+        ("Costs $5,000.", "", "Costs $5,000."),
         ("PR $ARGUMENTS[0] at $ARGUMENTS[1]", 'one "two words"', "PR one at two words"),  # shell-style words
         ("Quote $0", "it's broken", "Quote it's"),  # an unbalanced quote: plain whitespace split
         ("No placeholder here.", "extra text", "No placeholder here.\n\nARGUMENTS: extra text"),
@@ -216,3 +227,17 @@ def test_a_directory_inside_claude_commands_and_a_plugin_are_claude_codes(tmp_pa
     scanned = scan(plugin)
     assert sorted(scanned.prompts) == ["p-plan", "tidy"]
     assert scan(home_commands, "template").prompts["refactor"].kind == "template"  # said otherwise: obeyed
+
+
+def test_a_folder_named_like_a_tools_folder_among_commands_is_a_namespace(tmp_path: Path) -> None:
+    """``skills/README.md`` beside a top-level ``README.md`` was served as ``README-2``: every folder called
+    ``skills`` (or ``commands``, ``prompts``) was taken for one where the tools keep their files."""
+    write(tmp_path, ".claude/commands/README.md", "About these commands.")
+    write(tmp_path, ".claude/commands/skills/README.md", "About the commands on skills.")
+    write(tmp_path, ".claude/commands/prompts/README.md", "About the commands on prompts.")
+    write(tmp_path, ".claude/skills/README/SKILL.md", "A skill of that name too.")
+    repository = scan(tmp_path)
+    assert sorted(repository.prompts) == ["README", "README-2", "prompts-README", "skills-README"]
+    assert repository.prompts["README-2"].source == ".claude/skills/README/SKILL.md"  # no folder of its own to add
+    commands = scan(tmp_path / ".claude" / "commands")
+    assert sorted(commands.prompts) == ["README", "prompts-README", "skills-README"]

@@ -3,6 +3,7 @@ import sys
 import anyio
 import pytest
 
+from gateway.transports.child_stop import StopTimes
 from gateway.transports.stdio import ChildSpec, child_environment, open_child
 from tests.integration.helpers import process_gone
 
@@ -15,7 +16,7 @@ STUBBORN = (
 
 async def test_a_child_that_ignores_eof_and_sigterm_is_killed() -> None:
     lines: list[str] = []
-    spec = ChildSpec(sys.executable, ("-c", STUBBORN), grace_s=0.2)
+    spec = ChildSpec(sys.executable, ("-c", STUBBORN), stop=StopTimes(eof_s=0.2, term_s=0.2, kill_s=1))
     with anyio.fail_after(10):
         async with open_child(spec, on_stderr_line=lines.append) as (stream, process):
             assert await stream.receive() == b"up"

@@ -5,10 +5,12 @@ and skills "are loaded identically"):
 - ``$ARGUMENTS`` is everything typed after the command, as typed.
 - ``$ARGUMENTS[N]`` and its shorthand ``$N`` are the N-th argument, **0-based**, the arguments split
   shell-style (quotes group words and are removed; unbalanced quotes fall back to splitting on
-  whitespace). One out of range is empty.
+  whitespace). One that receives no word is left as written, as Claude Code 2.1 leaves it: so
+  ``$5,000``, ``$100``, ``awk '{print $4}'`` and SQL's ``$3`` keep their text.
 - ``$name`` is a named argument when the front matter lists ``arguments`` (a YAML list, or names
   separated by spaces), mapped to the positions in order.
-- When the body has none of these and arguments are given, they are appended as ``ARGUMENTS: <value>``.
+- When none of these received anything (no ``$ARGUMENTS``, no named argument, no ``$N`` that had a
+  word) and arguments are given, they are appended as ``ARGUMENTS: <value>``.
 - The gateway's reading: ``\\$ARGUMENTS``, ``\\$0``, ``\\$name`` (a backslash before a placeholder) are
   the placeholder's own text, unsubstituted.
 
@@ -49,10 +51,6 @@ class ClaudeCommand:
         forms = _BUILT_IN + (f"|(?P<name>{named})(?![A-Za-z0-9_])" if named else "")
         return re.compile(rf"(?P<escaped>\\)?\$(?:{forms})")
 
-    @property
-    def has_placeholders(self) -> bool:
-        return any(m.group("escaped") is None for m in self._placeholder.finditer(self.body))
-
     def arguments(self, hint: str | None) -> tuple[Argument, ...]:
         """What an MCP client is offered: each named argument (described by its part of the hint, when
         the hint has one bracketed part per name), or the one ``arguments`` text."""
@@ -72,19 +70,25 @@ class ClaudeCommand:
             raw = values.get(ARGUMENTS, "")
             words = split_arguments(raw)
         named = dict(zip(self.names, words, strict=False))
+        received = False
 
         def substitute(match: re.Match[str]) -> str:
+            nonlocal received
             if match.group("escaped") is not None:
                 return match.group(0)[1:]
             if match.group("index") is not None or match.group("short") is not None:
                 index = int(match.group("index") or match.group("short"))
-                return words[index] if index < len(words) else ""
+                if index >= len(words):
+                    return match.group(0)  # no word for it: a price, an awk field, a SQL parameter
+                received = True
+                return words[index]
+            received = True
             if match.groupdict().get("name") is not None:
                 return named.get(match.group("name"), "")
             return raw
 
         text = self._placeholder.sub(substitute, self.body)
-        if raw.strip() and not self.has_placeholders:
+        if raw.strip() and not received:
             text = f"{text.rstrip()}\n\nARGUMENTS: {raw}"
         return text
 

@@ -84,7 +84,6 @@ INVALID_PARAMS = -32602
 _TOOL_FOLDERS = {".claude": {"commands", "skills"}, ".github": {"prompts"}}
 """Hidden directories read anyway, and only these folders of them: where Claude Code and VS Code keep
 their files in a repository."""
-_TOOL_SEGMENTS = frozenset({".claude", "commands", "skills", ".github", "prompts"})
 
 
 @dataclass
@@ -129,7 +128,7 @@ def scan(root: Path, directory_format: Format = "auto") -> Scanned:
         else:
             scanned.prompts[prompt.name] = prompt
     for prompt in sorted(tool_files, key=lambda p: (p.source.count("/"), p.source)):  # the shallowest keeps its name
-        name = _free_name(prompt, scanned.prompts)
+        name = _free_name(prompt, scanned.prompts, directory_format)
         if name != prompt.name:
             taken_by = scanned.prompts[prompt.name].source
             scanned.notes.append(f"{prompt.source}: {prompt.name!r} is taken by {taken_by}: served as {name!r}")
@@ -159,20 +158,38 @@ def _prompt_files(root: Path, directory_format: Format, scanned: Scanned) -> Ite
             yield relative
 
 
-def _free_name(prompt: FilePrompt, taken: Mapping[str, FilePrompt]) -> str:
+def _free_name(prompt: FilePrompt, taken: Mapping[str, FilePrompt], directory_format: Format) -> str:
     """The prompt's name, or where it is taken, the name qualified by its folders (``frontend-component``
     for ``.claude/commands/frontend/component.md``), then numbered."""
     if prompt.name not in taken:
         return prompt.name
-    folders = [part for part in prompt.source.split("/")[:-1] if part not in _TOOL_SEGMENTS]
-    if prompt.source.endswith("/SKILL.md"):
-        folders = folders[:-1]  # a skill's folder is its name already
+    folders = _namespace(prompt.source, directory_format)
     base = valid_name("-".join([*folders, prompt.name])) if folders else prompt.name
     candidate, number = base, 1
     while candidate in taken:
         number += 1
         candidate = f"{base}-{number}"
     return candidate
+
+
+def _namespace(source: str, directory_format: Format) -> list[str]:
+    """The folders that qualify a file's name: those of its path, less where the tools keep their files
+    (``.claude/commands``, ``.claude/skills``, ``.github/prompts``, a plugin's own ``commands`` and
+    ``skills``) and a skill's own folder, which is its name already. A folder that only happens to be
+    called ``skills`` (inside a directory of commands) is a namespace like any other."""
+    parts = source.split("/")[:-1]
+    if directory_format == "claude-plugin" and parts[:1] in (["commands"], ["skills"]):
+        parts = parts[1:]
+    folders: list[str] = []
+    index = 0
+    while index < len(parts):
+        tool_folders = _TOOL_FOLDERS.get(parts[index], set())
+        if index + 1 < len(parts) and parts[index + 1] in tool_folders:
+            index += 2
+            continue
+        folders.append(parts[index])
+        index += 1
+    return folders[:-1] if source.endswith("/SKILL.md") else folders
 
 
 class _Attached:
