@@ -105,7 +105,10 @@ class Gateway:
         return tuple(self._running[u.namespace].connector for u in self.config.upstreams)
 
     def offers_completions(self) -> bool:
-        return any(c.ready and c.completes for c in self.connectors)
+        """Whether ``completions`` is declared: when any configured upstream could offer them. A session
+        keeps what its ``initialize`` was told, so an upstream still starting counts: it may offer them
+        later in that session. Each prompt is then answered as its own upstream can (docs/protocol.md)."""
+        return any(_could_complete(c) for c in self.connectors)
 
     def current_catalog(self) -> Catalog:
         return self.catalog
@@ -292,6 +295,14 @@ class Gateway:
         self._debouncer.poke()
         self._announce_change()
         await self.cluster.announce_generation(new.digest)
+
+
+def _could_complete(source: UpstreamConnector | FilePromptSource) -> bool:
+    """A files upstream answers completions (from its prompts' ``values``); a server, as its last handshake
+    said, or perhaps if it was never heard from yet; one that gave up offers nothing until a reload."""
+    if source.state in ("failed", "stopped"):
+        return False
+    return source.completes or source.protocol_version is None
 
 
 async def _run_in_scope(
