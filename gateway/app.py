@@ -149,8 +149,8 @@ class Gateway:
         log.info("gateway_started", upstreams={c.namespace: c.state for c in self.connectors})
 
     async def _announce_changes(self) -> None:
-        """Changes are announced once start-up's wait is over: until then every answer waits for it, so a
-        change before it is news to nobody (and a client mid-initialize gets no notification first)."""
+        """Changes are announced once start-up's wait is over: until then every listing waits for it, so a
+        change before it is news to nobody (no client has a list to update)."""
         await self.first_attempts()
         await self._debouncer.run()
 
@@ -159,8 +159,9 @@ class Gateway:
         await self._settle(self.connectors)
 
     async def first_attempts(self) -> None:
-        """The first requests wait up to ``startup_wait_s`` after start for upstreams still in their first
-        attempt, so a client starting with the gateway sees the whole list; later ones never wait."""
+        """The first listings (and gets, completions) wait up to ``startup_wait_s`` after start for upstreams
+        still in their first attempt, so a client starting with the gateway that never re-lists sees the
+        whole list; later ones never wait, and ``initialize`` never does."""
         if self._warm:
             return
         with anyio.move_on_after(max(0.0, self._warm_until - anyio.current_time())):

@@ -43,12 +43,9 @@ async def client_of(config: Path, front: str, watcher: ListChangedWatcher) -> As
         yield client
 
 
-async def listed_once_there(client: Client, watcher: ListChangedWatcher, name: str) -> list[str]:
-    """The listing, asked again at each list_changed until it holds ``name``."""
-    while True:
-        names = [p.name for p in (await client.list_prompts()).prompts]
-        if name in names:
-            return names
+async def listed_once_there(client: Client, watcher: ListChangedWatcher, *wanted: str) -> None:
+    """Until the listing holds every name ``wanted``, asked again at each list_changed."""
+    while not set(wanted) <= {p.name for p in (await client.list_prompts()).prompts}:
         await watcher.wait(timeout=60)
 
 
@@ -67,8 +64,7 @@ async def test_a_late_upstreams_completions_reach_a_session_begun_before_it(tmp_
     async with client_of(config, front, watcher) as client:
         assert client.server_capabilities.completions is not None  # "late" had not even been let start
         await gate.open()
-        names = await listed_once_there(client, watcher, "late__weather")
-        assert "rich__voice" in names
+        await listed_once_there(client, watcher, "late__weather", "rich__voice")
         ref = t.PromptReference(type="ref/prompt", name="late__weather")
         city = await client.complete(ref, {"name": "city", "value": "B"}, context_arguments={"country": "US"})
         assert city.completion.values == ["Boston"]
