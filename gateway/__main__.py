@@ -144,7 +144,7 @@ async def _watch(gateway: Gateway, path: str, interval_s: float = 1.0) -> None:
 
 async def _serve(config: Config, path: str, watch: bool, sock: socket.socket | None) -> int:
     stopping = anyio.Event()
-    async with anyio.create_task_group() as tg, run_gateway(config, telemetry=True) as gateway:
+    async with anyio.create_task_group() as tg, run_gateway(config, telemetry=True, front_end_first=True) as gateway:
         tg.start_soon(_handle_signals, gateway, path, stopping, tg.cancel_scope)
         if watch:
             tg.start_soon(_watch, gateway, path)
