@@ -30,35 +30,10 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from bench.clients import StdioClient, children, http_client, load, stdio_client, wrk_load, wrk_version
+from bench.config import PY, ROOT, STARTUP_LIMIT_S, gateway_config, stdio_upstream, toml
+from bench.startup import bench_startup
 
-ROOT = Path(__file__).resolve().parent.parent
-PY = sys.executable
 UPSTREAM = [PY, "-m", "bench.upstream"]
-
-
-STARTUP_LIMIT_S = 300.0
-"""How long any wait for upstreams to come up may last before the section says it could not measure."""
-
-
-def toml(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {toml(v)}" for k, v in value.items()) + " }"
-    return json.dumps(value)
-
-
-def gateway_config(path: Path, upstreams: dict[str, dict[str, Any]], *, http: bool, **gateway: Any) -> Path:
-    lines = ["[gateway]"] + [f"{k} = {toml(v)}" for k, v in gateway.items()]
-    lines += ["[server]", 'transport = "http"' if http else 'transport = "stdio"', "port = 0"]
-    # every load comes from one address here: the per-address share would refuse the sessions section
-    lines += ["max_connections = 20000", "max_connections_per_client = 20000", "max_sessions = 20000"]
-    for name, spec in upstreams.items():
-        lines += ["[[upstreams]]", f"namespace = {toml(name)}"] + [f"{k} = {toml(v)}" for k, v in spec.items()]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def stdio_upstream(**env: str) -> dict[str, Any]:
-    return {"command": PY, "args": ["-m", "bench.upstream"], "cwd": str(ROOT), "env": env, "timeout_s": 60}
 
 
 @asynccontextmanager
@@ -838,63 +813,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-# ---- 4. start-up: N official-SDK upstreams, ready meaning listed ---------------------------------------
-
-
-PROMPTS_PER_UPSTREAM = 5
-
-
-async def bench_startup(quick: bool) -> dict[str, Any]:
-    """Per N: the time until the gateway lists every upstream's prompts (default ``protocol``, "auto"),
-    beside the time to start and initialize the same N servers directly and list each once."""
-    rows = []
-    for count in (3,) if quick else (10, 25, 50):
-        direct_s = await start_directly(count)
-        gateway_s, listed = await start_through_gateway(count)
-        row: dict[str, Any] = {"upstreams": count, "direct_all_listed_s": direct_s}
-        if gateway_s is None:
-            row["gateway"] = f"not all listed within {STARTUP_LIMIT_S:.0f} s: {listed} of {count}"
-        else:
-            row.update(gateway_all_listed_s=gateway_s, gateway_vs_direct=gateway_s / direct_s)
-        rows.append(row)
-    return {"rows": rows}
-
-
-async def start_directly(count: int) -> float:
-    started = time.perf_counter()
-    env = {"PROMPTS": str(PROMPTS_PER_UPSTREAM), "PYTHONPATH": str(ROOT)}
-
-    async def one() -> None:
-        async with stdio_client([PY, "-m", "bench.upstream"], env) as client:
-            await client.request("prompts/list", None)
-
-    async with anyio.create_task_group() as tg:
-        for _ in range(count):
-            tg.start_soon(one)
-    return time.perf_counter() - started
-
-
-async def start_through_gateway(count: int) -> tuple[float | None, int]:
-    """(seconds until one listing holds every upstream's prompts, or None; upstreams listed at the end)."""
-    upstreams = {f"u{i}": stdio_upstream(PROMPTS=str(PROMPTS_PER_UPSTREAM)) for i in range(count)}
-    for spec in upstreams.values():
-        spec.pop("timeout_s")  # the defaults, as a user's config has them
-    with tempfile.TemporaryDirectory() as tmp:
-        config = gateway_config(Path(tmp) / "u.toml", upstreams, http=False)
-        started = time.perf_counter()
-        command = [PY, "-m", "gateway", "serve", "--config", str(config), "--log-level", "error"]
-        async with stdio_client(command) as client:
-            listed = 0
-            with anyio.move_on_after(STARTUP_LIMIT_S):
-                while True:
-                    prompts = (await client.request("prompts/list", None))["prompts"]
-                    listed = len({p["name"].split("__")[0] for p in prompts if p["name"].startswith("u")})
-                    if listed == count:
-                        return time.perf_counter() - started, listed
-                    await anyio.sleep(0.05)  # a benchmark's poll: it asks as a client would
-    return None, listed
 
 
 # ---- report -------------------------------------------------------------------------------------------

@@ -160,7 +160,7 @@ async def _serve(config: Config, path: str, watch: bool, sock: socket.socket | N
     forced: list[int] = []
     async with anyio.create_task_group() as signals:
         signals.start_soon(_handle_signals, running, path, stopping, forced, signals.cancel_scope)
-        async with anyio.create_task_group() as tg, run_gateway(config, telemetry=True) as gateway:
+        async with anyio.create_task_group() as tg, run_gateway(config, telemetry=True, front_end_first=True) as gateway:
             running.append(gateway)
             if watch:
                 tg.start_soon(_watch, gateway, path)

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("gateway.app")
 
+FRONT_END_WAIT_S = 2.0
+"""How long the upstreams wait for a front end that said it would serve first (it takes milliseconds)."""
+
 CLIENT_REQUEST_TIMEOUT_S = 600.0
 """How long a client may take to answer a request relayed from an upstream (a person may be answering)."""
 
@@ -95,6 +98,7 @@ class Gateway:
         )
         self._warm = False
         self._warm_until = 0.0
+        self._serving = anyio.Event()
         self.cluster: NoCluster | RedisCluster = NoCluster()  # the HTTP front end's, with [cluster] redis_url
         self.metrics.watch(lambda: self.connectors, lambda: len(self.hub))
 
@@ -105,7 +109,10 @@ class Gateway:
         return tuple(self._running[u.namespace].connector for u in self.config.upstreams)
 
     def offers_completions(self) -> bool:
-        return any(c.ready and c.completes for c in self.connectors)
+        """Whether ``completions`` is declared: when any configured upstream could offer them. A session
+        keeps what its ``initialize`` was told, so an upstream still starting counts: it may offer them
+        later in that session. Each prompt is then answered as its own upstream can (docs/protocol.md)."""
+        return any(_could_complete(c) for c in self.connectors)
 
     def current_catalog(self) -> Catalog:
         return self.catalog
@@ -135,19 +142,28 @@ class Gateway:
 
     # ---- lifetime -----------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, front_end_first: bool = False) -> None:
         """Start every upstream and return at once: clients are served from now on, whatever the
-        upstreams do (an upstream that comes up later is announced with list_changed)."""
+        upstreams do (an upstream that comes up later is announced with list_changed). With
+        ``front_end_first`` the upstream processes start once a front end says it is serving
+        (``serving``): a client that started the gateway is answered first, not behind a crowd of
+        servers starting at once on the same cores."""
         self._warm_until = anyio.current_time() + self.config.gateway.startup_wait_s
+        if not front_end_first:
+            self._serving.set()
         for upstream in self.config.upstreams:
-            await self._start_upstream(upstream)
+            self._start_upstream(upstream)
         self.catalog = self._build_catalog(self.config)
         self._tg.start_soon(self._announce_changes)
         log.info("gateway_started", upstreams={c.namespace: c.state for c in self.connectors})
 
+    def serving(self) -> None:
+        """A front end reads its first requests now: the upstreams may start."""
+        self._serving.set()
+
     async def _announce_changes(self) -> None:
-        """Changes are announced once start-up's wait is over: until then every answer waits for it, so a
-        change before it is news to nobody (and a client mid-initialize gets no notification first)."""
+        """Changes are announced once start-up's wait is over: until then every listing waits for it, so a
+        change before it is news to nobody (no client has a list to update)."""
         await self.first_attempts()
         await self._debouncer.run()
 
@@ -156,8 +172,9 @@ class Gateway:
         await self._settle(self.connectors)
 
     async def first_attempts(self) -> None:
-        """The first requests wait up to ``startup_wait_s`` after start for upstreams still in their first
-        attempt, so a client starting with the gateway sees the whole list; later ones never wait."""
+        """The first listings (and gets, completions) wait up to ``startup_wait_s`` after start for upstreams
+        still in their first attempt, so a client starting with the gateway that never re-lists sees the
+        whole list; later ones never wait, and ``initialize`` never does."""
         if self._warm:
             return
         with anyio.move_on_after(max(0.0, self._warm_until - anyio.current_time())):
@@ -184,19 +201,34 @@ class Gateway:
             for connector in connectors:
                 tg.start_soon(settled, connector)
 
-    async def _start_upstream(
+    def _start_upstream(
+        self, settings: StdioUpstream | HttpUpstream | FilesUpstream
+    ) -> UpstreamConnector | FilePromptSource:
+        """The upstream's connector, in place at once (its state "starting"); it runs once a front end
+        serves (at once after start-up)."""
+        connector = self._connector_for(settings)
+        scope = anyio.CancelScope()
+        self._running[settings.namespace] = _Running(settings, connector, scope)
+        self._tg.start_soon(self._run_when_serving, connector, scope)
+        return connector
+
+    async def _run_when_serving(
+        self, connector: UpstreamConnector | FilePromptSource, scope: anyio.CancelScope
+    ) -> None:
+        with scope:
+            with anyio.move_on_after(FRONT_END_WAIT_S):
+                await self._serving.wait()
+            await connector.run()
+
+    def _connector_for(
         self, settings: StdioUpstream | HttpUpstream | FilesUpstream
     ) -> UpstreamConnector | FilePromptSource:
         gateway = self.config.gateway
-        connector: UpstreamConnector | FilePromptSource
         if isinstance(settings, FilesUpstream):
             from gateway.sources.files.source import FilePromptSource  # Jinja2, YAML, watchfiles: only for files
 
-            connector = FilePromptSource(settings, on_change=self._changed)
-            scope = await self._tg.start(_run_in_scope, connector)
-            self._running[settings.namespace] = _Running(settings, connector, scope)
-            return connector
-        connector = UpstreamConnector(
+            return FilePromptSource(settings, on_change=self._changed)
+        return UpstreamConnector(
             settings,
             on_change=self._changed,
             on_stale=self._stale,
@@ -207,9 +239,6 @@ class Gateway:
             stable_after_s=gateway.restart_reset_after_s,
             on_client_request=self._client_requests.forward,
         )
-        scope = await self._tg.start(_run_in_scope, connector)
-        self._running[settings.namespace] = _Running(settings, connector, scope)
-        return connector
 
     def _stale(self, namespace: str) -> None:
         self.catalog.invalidate(namespace)
@@ -274,7 +303,7 @@ class Gateway:
             self._running.pop(namespace).scope.cancel()
         for namespace, running in self._running.items():  # a new policy or overrides: no reconnect needed
             running.settings = wanted[namespace]
-        started = [await self._start_upstream(u) for u in new.upstreams if u.namespace not in self._running]
+        started = [self._start_upstream(u) for u in new.upstreams if u.namespace not in self._running]
         self.config = new
         self._secret = self._secret_for(new, self._secret)
         self._debouncer.delay_s = new.gateway.list_changed_debounce_s
@@ -294,18 +323,21 @@ class Gateway:
         await self.cluster.announce_generation(new.digest)
 
 
-async def _run_in_scope(
-    connector: UpstreamConnector | FilePromptSource, *, task_status: anyio.abc.TaskStatus[anyio.CancelScope]
-) -> None:
-    with anyio.CancelScope() as scope:
-        task_status.started(scope)
-        await connector.run()
+def _could_complete(source: UpstreamConnector | FilePromptSource) -> bool:
+    """A files upstream answers completions (from its prompts' ``values``); a server, as its last handshake
+    said, or perhaps if it was never heard from yet; one that gave up offers nothing until a reload."""
+    if source.state in ("failed", "stopped"):
+        return False
+    return source.completes or source.protocol_version is None
 
 
 @asynccontextmanager
-async def run_gateway(config: Config, *, settle: bool = False, telemetry: bool = False) -> AsyncIterator[Gateway]:
-    """The running gateway; ``settle``: only once every upstream has connected or failed once. On Linux
-    it is its upstreams' subreaper: what escapes an upstream's process group is its to reap and end."""
+async def run_gateway(
+    config: Config, *, settle: bool = False, telemetry: bool = False, front_end_first: bool = False
+) -> AsyncIterator[Gateway]:
+    """The running gateway; ``settle``: only once every upstream has connected or failed once;
+    ``front_end_first``: its upstreams start once the front end calls ``Gateway.serving``. On Linux it is
+    its upstreams' subreaper: what escapes an upstream's process group is its to reap and end."""
     subreaper = orphans.become_subreaper()
     traced = start_telemetry(config.telemetry) if telemetry else None  # serving only: not check, list, render
     try:
@@ -313,7 +345,7 @@ async def run_gateway(config: Config, *, settle: bool = False, telemetry: bool =
             gateway = Gateway(config, tg)
             if subreaper:
                 tg.start_soon(_reap_orphans)
-            await gateway.start()
+            await gateway.start(front_end_first=front_end_first and not settle)
             if settle:
                 await gateway.settle()
             try:

@@ -78,6 +78,7 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
         async with anyio.create_task_group() as tg:
             tg.start_soon(deliver)
             tg.start_soon(stop_when_asked)
+            gateway.serving()  # the client's initialize is read now: the upstreams may start
             await peer.run(drain_s=gateway.config.gateway.shutdown_grace_s)
             tg.cancel_scope.cancel()
     finally:
@@ -217,6 +218,10 @@ async def serve_http(
         @contextmanager
         def capture_signals(self) -> Iterator[None]:
             yield
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            gateway.serving()  # accepting now: the upstreams may start
 
     routes = gateway.metrics.routes(lambda: gateway.connectors, gateway.cluster.status)
     closing: list[Callable[[], None]] = []

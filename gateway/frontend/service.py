@@ -217,7 +217,6 @@ class PromptService:
         if method == "subscriptions/listen":
             result = await self._listen(request, notify, viewer)
         else:
-            await self.warm_up()  # what it offers (completions) depends on the upstreams
             result = await self.serve(
                 method,
                 request.params,
@@ -241,8 +240,11 @@ class PromptService:
         ask: Ask | None = None,
         who: Identity | None = None,
     ) -> dict[str, Any]:
-        """The result of a method both eras share, in the newest shape (``for_client`` adapts it)."""
-        await self.warm_up()
+        """The result of a method both eras share, in the newest shape (``for_client`` adapts it). What
+        reads the catalog first waits for upstreams still starting (bounded); discovery, like
+        ``initialize``, answers at once."""
+        if method != "server/discover":
+            await self.warm_up()
         catalog = self._catalog()
         audited: AbstractContextManager[None] = nullcontext()
         parsed: GetPromptParams | CompleteParams | None = None

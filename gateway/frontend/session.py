@@ -75,11 +75,8 @@ class ClientSession:
             raise MethodNotFound(f"Method not found: {method}")
         if method == "ping":
             return {}
-        if method == "initialize":
-            result = self._initialize(request.params or {})  # at once: requests sent right behind it are served
-            await self._service.warm_up()  # what it offers (completions) depends on the upstreams
-            self._completions = self._service.offers_completions()
-            return {**result, "capabilities": self._service.capabilities(completions=self._completions)}
+        if method == "initialize":  # at once, whatever the upstreams do: a listing is what may wait for them
+            return self._initialize(request.params or {})
         assert self.protocol_version is not None  # noqa: S101 - _ALLOWED admits these only after initialize
         result = await self._service.serve(
             method,

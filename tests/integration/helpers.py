@@ -122,6 +122,26 @@ def process_gone(pid: int) -> bool:
         return True
 
 
+class Gate:
+    """A named pipe a gated upstream (``tests/servers/gated.py``) waits at before it may start: what the
+    gateway does before ``open`` happened before the server even ran, whatever the machine's load."""
+
+    def __init__(self, directory: Path, name: str = "gate") -> None:
+        self.path = directory / f"{name}.fifo"
+        os.mkfifo(self.path)
+
+    def upstream(self, namespace: str, command: list[str], **extra: Any) -> dict[str, Any]:
+        """An upstream running ``command`` once the gate is opened."""
+        args = ["-m", "tests.servers.gated", str(self.path), *command]
+        return {"namespace": namespace, "command": sys.executable, "args": args, "cwd": str(ROOT), **extra}
+
+    async def open(self) -> None:
+        """Let the server start: returns once its wrapper, waiting at the gate, has gone through."""
+        with anyio.fail_after(30):
+            fd = await anyio.to_thread.run_sync(os.open, str(self.path), os.O_WRONLY, abandon_on_cancel=True)
+        os.close(fd)
+
+
 def demo_upstream(namespace: str, module: str, **extra: Any) -> dict[str, Any]:
     """A demo server shipped in the package: starts fast (no SDK import)."""
     return {"namespace": namespace, "command": sys.executable, "args": ["-m", f"gateway.demo.{module}"], **extra}

@@ -1,12 +1,13 @@
 """Start-up serves at once, whatever the upstreams do: an upstream that never answers delays neither the
-HTTP port nor a stdio client's initialize beyond ``startup_wait_s``; the first listing names it as
-unavailable, and a taken port is one line and exit 2, before any upstream is started."""
+HTTP port nor any client's ``initialize``; the first listing waits for it at most ``startup_wait_s`` and
+names it as unavailable, and a taken port is one line and exit 2, before any upstream is started."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from mcp import Client
 
 from tests.integration.helpers import (
     ROOT,
+    Gate,
+    ListChangedWatcher,
     demo_upstream,
     gateway_command,
     gateway_params,
@@ -57,14 +60,63 @@ async def test_http_is_up_at_once_and_a_first_listing_waits_only_startup_wait_s(
         assert ready["upstreams"] == {"writing": "ready", "silent": "starting"}
 
 
-async def test_a_stdio_client_is_answered_without_waiting_for_a_silent_upstream(tmp_path: Path) -> None:
+@pytest.mark.parametrize("front", ["stdio", "http", "http-2026"])
+async def test_initialize_answers_before_a_late_upstream_may_start_and_the_first_listing_waits_for_it(
+    tmp_path: Path, front: str
+) -> None:
+    """``initialize`` (and a 2026-07-28 client's ``server/discover``) waited out ``startup_wait_s`` (6.0 s
+    with the default 5 s and an upstream that never came up). Now it answers while the late upstream is
+    held at its gate, startup_wait_s being 60 s; the first listing, asked once the gate is open, waits
+    for that upstream and holds its prompts."""
+    gate = Gate(tmp_path)
+    late = gate.upstream("late", [sys.executable, "-m", "tests.servers.completing"], timeout_s=60)
     config = write_config(
-        tmp_path / "c.toml", [demo_upstream("writing", "writing"), silent()], gateway={"startup_wait_s": 0.5}
+        tmp_path / "c.toml",
+        [demo_upstream("writing", "writing"), late],
+        gateway={"startup_wait_s": 60},
+        server={"transport": "http", "port": 0} if front != "stdio" else None,
     )
-    with anyio.fail_after(30):  # initialize used to wait out the silent upstream's 120 s
-        async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+    with anyio.fail_after(40):  # all of it, far within the 60 s that initialize alone used to wait
+        async with AsyncExitStack() as stack:
+            if front == "stdio":
+                client = await stack.enter_async_context(Client(gateway_params(config), mode="legacy", cache=None))
+            else:
+                gateway = await stack.enter_async_context(running_gateway(config))
+                mode = "auto" if front == "http-2026" else "legacy"  # auto: server/discover, then 2026-07-28
+                client = await stack.enter_async_context(Client(f"{gateway.url}/mcp", mode=mode, cache=None))
+            assert client.server_capabilities.prompts is not None  # initialized; "late" has not been let start
+            assert client.protocol_version == ("2026-07-28" if front == "http-2026" else "2025-11-25")
+            await gate.open()
             names = [p.name for p in (await client.list_prompts()).prompts]
-    assert "writing__summarize" in names
+            assert {"late__weather", "writing__summarize"} <= set(names)
+
+
+@pytest.mark.parametrize("front", ["stdio", "http"])
+async def test_the_first_listing_waits_startup_wait_s_at_most_and_list_changed_brings_the_rest(
+    tmp_path: Path, front: str
+) -> None:
+    gate = Gate(tmp_path)
+    late = gate.upstream("late", [sys.executable, "-m", "tests.servers.completing"], timeout_s=60)
+    config = write_config(
+        tmp_path / "c.toml",
+        [demo_upstream("writing", "writing"), late],
+        gateway={"startup_wait_s": 0.5},
+        server={"transport": "http", "port": 0} if front == "http" else None,
+    )
+    watcher = ListChangedWatcher()
+    async with AsyncExitStack() as stack:
+        if front == "stdio":
+            params = gateway_params(config)
+        else:
+            params = f"{(await stack.enter_async_context(running_gateway(config))).url}/mcp"
+        client = await stack.enter_async_context(Client(params, mode="legacy", cache=None, message_handler=watcher))
+        first = await client.list_prompts()  # the gate is shut: the wait ends at startup_wait_s
+        assert "writing__summarize" in [p.name for p in first.prompts]
+        assert not any(p.name.startswith("late__") for p in first.prompts)
+        assert first.meta == {"prompt-gateway/unavailable": ["late"]}
+        await gate.open()
+        await watcher.wait(timeout=60)
+        assert "late__weather" in [p.name for p in (await client.list_prompts()).prompts]
 
 
 def test_a_taken_port_is_one_line_and_exit_2_before_any_upstream_starts(tmp_path: Path) -> None:
