@@ -45,9 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     importer = commands.add_parser(
         "import",
-        help="turn a client's mcpServers JSON into a gateway config",
-        description="Print a gateway TOML config made from a Claude Desktop / Cursor (mcpServers) or VS Code "
-        "(servers) JSON file.",
+        help="turn a client's MCP server list into a gateway config",
+        description="Print a gateway TOML config made from the MCP servers of a Claude Desktop, Claude Code, "
+        "Cursor, Windsurf, VS Code or Zed config file, read as that client reads it.",
     )
     importer.add_argument(
         "--from",
@@ -293,13 +293,13 @@ def _import(args: argparse.Namespace) -> int:
                 workspace=args.workspace or project,
                 project=args.workspace or project,
             )
-        for warning in imported.warnings:
-            print(f"prompt-gateway: warning: {warning}", file=sys.stderr)
         if args.output:
             with open(args.output, "x", encoding="utf-8") as target:
                 target.write(imported.toml)
         else:
             sys.stdout.write(imported.toml)
+        for warning in imported.warnings:  # after the output: none for a file refused
+            print(f"prompt-gateway: warning: {warning}", file=sys.stderr)
     except ConfigError as exc:
         print(f"prompt-gateway: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG
