@@ -128,3 +128,20 @@ async def test_a_switched_symbolic_link_is_followed_to_its_new_folder(tmp_path: 
         os.replace(tmp_path / "next", root)  # how a deployment switches releases at once
         await until_listed(client, changes, "new")
         await still_followed(root, client, changes, "new")
+
+
+async def test_many_watched_folders_each_announce_their_edits(tmp_path: Path) -> None:
+    """Each watch waits on a thread: on anyio's default forty, the forty-first folder's watch never began,
+    and every other use of a thread in the gateway waited behind the parked watches."""
+    roots = [folder(tmp_path / f"p{number}", f"old{number}") for number in range(45)]
+    upstreams = [{"namespace": f"t{n}", "transport": "files", "path": str(root)} for n, root in enumerate(roots)]
+    config = write_config(tmp_path / "c.toml", upstreams, server={"transport": "http", "port": 0})
+    changes = ListChangedWatcher()
+    async with (
+        running_gateway(config) as gateway,
+        Client(f"{gateway.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client,
+    ):
+        (roots[-1] / "new.md").write_text("Written later.")
+        with anyio.fail_after(60):
+            while "t44__new" not in [p.name for p in (await client.list_prompts()).prompts]:
+                await changes.wait(60)

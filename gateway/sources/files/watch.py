@@ -65,14 +65,14 @@ def _force_polling() -> bool:
     return "microsoft-standard" in uname.release.lower() and uname.system.lower() == "linux"
 
 
-async def _arm(path: Path, *, recursive: bool) -> RustNotify:
+async def _arm(path: Path, *, recursive: bool, limiter: anyio.CapacityLimiter) -> RustNotify:
     """A watch on ``path``, armed when this returns (walking a large tree takes a while: off the loop).
     ``FileNotFoundError`` if ``path`` is gone."""
     delay = os.environ.get("WATCHFILES_POLL_DELAY_MS", "")
     make = functools.partial(
         RustNotify, [str(path)], False, _force_polling(), int(delay) if delay.isdecimal() else 300, recursive, False
     )
-    return await anyio.to_thread.run_sync(make)
+    return await anyio.to_thread.run_sync(make, limiter=limiter)
 
 
 async def _set_when_cancelled(stop: anyio.Event) -> None:
@@ -82,13 +82,13 @@ async def _set_when_cancelled(stop: anyio.Event) -> None:
         stop.set()
 
 
-async def _next_batch(watcher: RustNotify) -> set[tuple[int, str]]:
+async def _next_batch(watcher: RustNotify, limiter: anyio.CapacityLimiter) -> set[tuple[int, str]]:
     """The next changes seen (empty after ``RECHECK_MS`` of quiet). The watching thread checks ``stop``
     every step, so a cancelled wait ends within one, where otherwise it would run out its timeout."""
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(_set_when_cancelled, stop)
-        seen = await anyio.to_thread.run_sync(watcher.watch, DEBOUNCE_MS, STEP_MS, RECHECK_MS, stop)
+        seen = await anyio.to_thread.run_sync(watcher.watch, DEBOUNCE_MS, STEP_MS, RECHECK_MS, stop, limiter=limiter)
         tg.cancel_scope.cancel()
     return seen if isinstance(seen, set) else set()
 
@@ -100,6 +100,9 @@ class FolderWatch:
         self._root = Path(os.path.abspath(root))  # not resolved: a link at the path is followed by name
         self._parent = self._root.parent
         self._reread = reread
+        self._limiter = anyio.CapacityLimiter(2)
+        """The watches wait on threads of their own (two at most): on the default limiter, a few
+        folders' parked watches would take every thread the rest of the gateway has."""
 
     async def follow(self) -> None:
         """Until cancelled. The caller has read the folder once already."""
@@ -113,12 +116,12 @@ class FolderWatch:
                 owed = "back"
             present = True
             try:
-                folder = await _arm(self._root, recursive=True)
+                folder = await _arm(self._root, recursive=True, limiter=self._limiter)
             except FileNotFoundError:
                 continue
             try:
                 try:
-                    parent = await _arm(self._parent, recursive=False)
+                    parent = await _arm(self._parent, recursive=False, limiter=self._limiter)
                 except FileNotFoundError:
                     continue
                 try:
@@ -152,13 +155,12 @@ class FolderWatch:
         own = {str(self._root), str(self._parent)}
         return any(path in own for change, path in seen if change != _MODIFIED)
 
-    @staticmethod
     async def _forward(
-        watcher: RustNotify, in_folder: bool, send: anyio.abc.ObjectSendStream[tuple[bool, set[tuple[int, str]]]]
+        self, watcher: RustNotify, in_folder: bool, send: anyio.abc.ObjectSendStream[tuple[bool, set[tuple[int, str]]]]
     ) -> None:
         async with send:
             while True:
-                await send.send((in_folder, await _next_batch(watcher)))
+                await send.send((in_folder, await _next_batch(watcher, self._limiter)))
 
     async def _until_present(self) -> None:
         """Wait for a folder at the path, watching the nearest folder above it that exists (and the next
@@ -166,11 +168,11 @@ class FolderWatch:
         while _identity(self._root) is None:
             above = _nearest_existing(self._parent)
             try:
-                watcher = await _arm(above, recursive=False)
+                watcher = await _arm(above, recursive=False, limiter=self._limiter)
             except FileNotFoundError:
                 continue
             try:
                 while _identity(self._root) is None and _nearest_existing(self._parent) == above:
-                    await _next_batch(watcher)
+                    await _next_batch(watcher, self._limiter)
             finally:
                 watcher.close()
