@@ -46,9 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     importer = commands.add_parser(
         "import",
-        help="turn a client's mcpServers JSON into a gateway config",
-        description="Print a gateway TOML config made from a Claude Desktop / Cursor (mcpServers) or VS Code "
-        "(servers) JSON file.",
+        help="turn a client's MCP server list into a gateway config",
+        description="Print a gateway TOML config made from the MCP servers of a Claude Desktop, Claude Code, "
+        "Cursor, Windsurf, VS Code or Zed config file, read as that client reads it.",
     )
     importer.add_argument(
         "--from",
@@ -160,7 +160,8 @@ async def _serve(config: Config, path: str, watch: bool, sock: socket.socket | N
     forced: list[int] = []
     async with anyio.create_task_group() as signals:
         signals.start_soon(_handle_signals, running, path, stopping, forced, signals.cancel_scope)
-        async with anyio.create_task_group() as tg, run_gateway(config, telemetry=True, front_end_first=True) as gateway:
+        serving = run_gateway(config, telemetry=True, front_end_first=True)
+        async with anyio.create_task_group() as tg, serving as gateway:
             running.append(gateway)
             if watch:
                 tg.start_soon(_watch, gateway, path)
@@ -322,13 +323,13 @@ def _import(args: argparse.Namespace) -> int:
                 workspace=args.workspace or project,
                 project=args.workspace or project,
             )
-        for warning in imported.warnings:
-            _say(f"prompt-gateway: warning: {escaped(warning)}", file=sys.stderr)
         if args.output:
             with open(args.output, "x", encoding="utf-8") as target:
                 target.write(imported.toml)
         else:
             sys.stdout.write(imported.toml)
+        for warning in imported.warnings:  # after the output: none for a file refused
+            _say(f"prompt-gateway: warning: {escaped(warning)}", file=sys.stderr)
     except ConfigError as exc:
         _say(f"prompt-gateway: {exc.message}", file=sys.stderr)
         return EXIT_CONFIG

@@ -3,6 +3,7 @@ command shown runs (or says why it cannot here)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -91,6 +92,17 @@ def test_the_config_reference_documents_every_key_and_only_real_keys() -> None:
     fields = {name for model in MODELS for name in model.model_fields}
     assert fields - documented == set(), "keys missing from docs/configuration.md"
     assert documented - fields == set(), "the docs document keys the config does not have"
+
+
+def test_every_inspector_command_pins_the_version_the_interop_tests_run() -> None:
+    """Unpinned, ``npx`` on Node 20 ran Inspector 0.15, where the README's command line means something
+    else, and without ``-y`` it asked first. tests/interop runs the pinned commands themselves."""
+    inspector = "@modelcontextprotocol/inspector"
+    pinned = json.loads((ROOT / "interop" / "package.json").read_text())["devDependencies"][inspector]
+    commands = re.findall(r"`(npx [^`]*" + re.escape(inspector) + "[^`]*)`", " ".join(README.split()))
+    assert len(commands) >= 2
+    for command in commands:
+        assert command.startswith(f"npx -y {inspector}@{pinned} "), command
 
 
 def shell_commands() -> list[str]:

@@ -51,6 +51,8 @@ _INTERPOLATES = {"vscode": "editor", "cursor": "editor", "windsurf": "editor", "
 shell's ``${VAR:-default}`` (Claude Code), or not at all (Claude Desktop, Zed: a ``$`` is a ``$``)."""
 _EDITOR_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 _SHELL_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
+_ALWAYS_SET = frozenset({"HOME", "PATH"})
+"""Variables every process has: the gateway needs them too, but nobody has to be told to set them."""
 _HTTP_TYPES = {"http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http"}
 
 
@@ -61,6 +63,10 @@ class ClientServer:
 
     name: str
     settings: dict[str, Any]
+    disabled: bool = False
+    """Turned off in the client (``"disabled": true``, Zed's ``"enabled": false``): written commented out."""
+    needs: tuple[str, ...] = ()
+    """For a disabled one, the variables it would need once turned on (not asked for meanwhile)."""
 
 
 @dataclass
@@ -113,15 +119,19 @@ def read_client_config(
         found = "claude-code"
     result = ClientConfig(found)
     inputs = _inputs(document, section)
-    reader = _Variables(_INTERPOLATES.get(found), inputs, workspace, result)
     for name, spec in servers.items():
-        if not isinstance(spec, dict) or spec.get("disabled") is True or spec.get("enabled") is False:
+        if not isinstance(spec, dict):
             continue
-        settings = _server(str(name), spec, found, reader, result)
+        disabled = spec.get("disabled") is True or spec.get("enabled") is False
+        into = ClientConfig(found) if disabled else result  # a disabled server asks for no variable
+        settings = _server(str(name), spec, found, _Variables(_INTERPOLATES.get(found), inputs, workspace, into), into)
         if settings is not None and settings["transport"] == "stdio" and project is not None:
             settings.setdefault("cwd", project.replace("$", "$$"))
+        if disabled:
+            result.warnings += into.warnings
         if settings is not None:
-            result.servers.append(ClientServer(str(name), settings))
+            needs = tuple(sorted(into.variables)) if disabled else ()
+            result.servers.append(ClientServer(str(name), settings, disabled, needs))
     return result
 
 
@@ -220,7 +230,7 @@ class _Variables:
         for match in _SHELL_VARIABLE.finditer(value):
             pieces.append(value[last : match.start()].replace("$", "$$"))
             pieces.append(match.group(0))  # ${VAR} and ${VAR:-default} mean the same to the gateway
-            if match.group(2) is None:
+            if match.group(2) is None and match.group(1) not in _ALWAYS_SET:
                 self._result.variables.setdefault(match.group(1), "from the environment, as Claude Code read it")
             last = match.end()
         pieces.append(value[last:].replace("$", "$$"))
@@ -238,7 +248,8 @@ class _Variables:
     def _editor_variable(self, inner: str, written: str, where: str) -> str:
         kind, _, name = inner.partition(":")
         if kind == "env" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            self._result.variables.setdefault(name, "from the environment, as the client read it")
+            if name not in _ALWAYS_SET:
+                self._result.variables.setdefault(name, "from the environment, as the client read it")
             return f"${{{name}}}"
         if kind == "input" and name:
             variable = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper() or "INPUT"

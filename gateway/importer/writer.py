@@ -3,7 +3,9 @@ file as that client does) turned into this gateway's TOML config.
 
 The output is parsed back and validated before it is printed, so what ``import`` writes always loads.
 What the gateway cannot do as the client did (prompt for an input, know the workspace) is said in the
-output's header and as warnings.
+output's header and as warnings; so is what must change before it runs (``notes.py``: a placeholder
+copied as a value, a bare ``python``), as a warning and a comment above the server. A server turned off
+in the client is written commented out, with a warning naming it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from gateway.config import parse_config
 from gateway.importer.clients import ClientFormat, read_client_config
+from gateway.importer.notes import server_notes
 from gateway.protocol.control_chars import escaped, has_control_chars
 from gateway.protocol.errors import ConfigError
 
@@ -78,8 +81,11 @@ def import_client_config(
 ) -> Imported:
     """The TOML config for the servers in a client's config file, and what to tell the person."""
     read = read_client_config(text, client, workspace=workspace, project=project)
-    if not read.servers:
-        raise ConfigError("the file lists no server the gateway can run (all disabled, or none usable)")
+    if not any(not server.disabled for server in read.servers):
+        off = ", ".join(server.name for server in read.servers if server.disabled)
+        if off:
+            raise ConfigError(f"every server the file lists is disabled in the client ({off}): turn one on there first")
+        raise ConfigError("the file lists no server the gateway can run (none usable)")
     taken: set[str] = set()
     lines = [f"# Imported by `prompt-gateway import` from a {read.client} config.", "#"]
     if read.variables:
@@ -94,18 +100,31 @@ def import_client_config(
         "[server]",
         'transport = "stdio"',
     ]
+    every = list(lines)  # the same config with the disabled servers turned on, validated as well
+    warnings = [*read.warnings]
     for server in read.servers:
         upstream = {"namespace": _namespace(server.name, taken, separator), **server.settings}
-        lines += ["", f"[[upstreams]]  # {_string(server.name)}"]
-        lines += [f"{key} = {_value(value)}" for key, value in upstream.items()]
+        block = [f"[[upstreams]]  # {_string(server.name)}"]
+        block += [f"{key} = {_value(value)}" for key, value in upstream.items()]
+        notes = [f"# Note: {escaped(note)}" for note in server_notes(server.settings)]
+        every += ["", *block]
+        if server.disabled:
+            warnings.append(f"{server.name}: disabled in the client: written commented out (uncomment it to serve it)")
+            lines += ["", "# Disabled in the client: remove the '# ' before each line of it to serve it."]
+            if server.needs:
+                lines.append(f"# It then needs {', '.join(server.needs)} set in the gateway's environment.")
+            lines += notes + [f"# {line}" for line in block]
+        else:
+            warnings += [f"{server.name}: {note}" for note in server_notes(server.settings)]
+            lines += ["", *notes, *block]
     output = "\n".join(lines) + "\n"
     # Variables are checked when the gateway runs, not here: import runs where they may not be set.
-    try:
-        parsed = tomllib.loads(output)
-    except tomllib.TOMLDecodeError as exc:  # a lone surrogate: JSON can say it, TOML cannot
-        raise ConfigError(f"the file holds text TOML cannot express ({exc})") from exc
-    parse_config(parsed, environ=_Everything())
-    warnings = [*read.warnings]
+    for config in (output, "\n".join(every) + "\n"):
+        try:
+            parsed = tomllib.loads(config)
+        except tomllib.TOMLDecodeError as exc:  # a lone surrogate: JSON can say it, TOML cannot
+            raise ConfigError(f"the file holds text TOML cannot express ({exc})") from exc
+        parse_config(parsed, environ=_Everything())
     if read.variables:
         warnings.append("set " + ", ".join(sorted(read.variables)) + " in the gateway's environment (see the header)")
     return Imported(output, tuple(warnings))

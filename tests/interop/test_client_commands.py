@@ -1,13 +1,15 @@
 """Every client command the README gives, run as written against the client's current release (pinned in
 ``interop/package.json``): the MCP Inspector (its browser mode and its CLI) and the Claude Code CLI
 (``claude mcp add`` then ``claude mcp list``, which connects to each server, over stdio and HTTP; no
-account needed). The README's ``/path/to/...`` are this checkout's gateway and example config.
+account needed). The README's ``/path/to/...`` are this checkout's gateway and example config; the
+Inspector's command names its version, the one ``interop/package.json`` pins.
 
 The Inspector 2.12 has a ``--config`` of its own: the README's former command, the gateway's after the
 Inspector's name without ``--``, was refused by it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -28,6 +30,7 @@ README = (ROOT / "README.md").read_text()
 PACKAGES = ROOT / "interop" / "node_modules"
 GATEWAY = str(Path(sys.executable).parent / "prompt-gateway")
 EXAMPLE = str(ROOT / "config.example.toml")
+INSPECTOR = "@modelcontextprotocol/inspector"
 
 
 def readme_commands(start: str) -> list[str]:
@@ -52,17 +55,32 @@ def npx() -> str:
     return found
 
 
+def inspector_pinned() -> tuple[str, str]:
+    """The Inspector version ``interop/package.json`` pins, and the Node its ``engines`` asks for."""
+    pinned = json.loads((ROOT / "interop" / "package.json").read_text())["devDependencies"][INSPECTOR]
+    installed = json.loads((PACKAGES / INSPECTOR / "package.json").read_text())
+    assert installed["version"] == pinned, "interop/node_modules is not what interop/package.json pins: npm ci"
+    return pinned, installed["engines"]["node"]
+
+
 async def test_the_inspector_commands_of_the_readme(node: str, tmp_path: Path) -> None:
-    browser, cli = readme_commands("npx @modelcontextprotocol/inspector")
-    env = environment(node, tmp_path)
-    listed = await anyio.run_process(
-        [npx(), "--no-install", *cli.split()[1:]], env=env, cwd=ROOT / "interop", check=False
-    )
+    """Run as written (``npx -y NAME@VERSION ...``) by Node 24, where npm may fetch nothing (offline, an
+    empty cache of its own): the pinned version is found in ``interop/node_modules`` or the command fails.
+    Unpinned, npx on Node 20 ran Inspector 0.15, where this command line means something else."""
+    version, engines = inspector_pinned()
+    browser, cli = readme_commands(f"npx -y {INSPECTOR}@{version} ")
+    needs = re.fullmatch(r">=\s*(\d+)\.(\d+)\.0", engines)
+    assert needs is not None, engines
+    assert f"Node ≥ {needs[1]}.{needs[2]}" in " ".join(README.split())  # the README says what it runs on
+    running = (await anyio.run_process([node, "--version"])).stdout.decode().strip()  # the wheel's: Node 24
+    assert tuple(map(int, running.lstrip("v").split(".")[:2])) >= (int(needs[1]), int(needs[2])), running
+    env = {**environment(node, tmp_path), "npm_config_offline": "true", "npm_config_cache": str(tmp_path / "npm")}
+    listed = await anyio.run_process([npx(), *cli.split()[1:]], env=env, cwd=ROOT / "interop", check=False)
     assert listed.returncode == 0, listed.stderr.decode()[-2000:]
     assert b"writing__summarize" in listed.stdout
     ports = {"CLIENT_PORT": str(free_port()), "SERVER_PORT": str(free_port())}  # not the fixed 6274/6277
     async with await anyio.open_process(
-        [npx(), "--no-install", *browser.split()[1:]],
+        [npx(), *browser.split()[1:]],
         env={**env, **ports},
         cwd=ROOT / "interop",
         start_new_session=True,  # npx runs the Inspector as a child: the whole group is ended below

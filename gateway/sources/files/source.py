@@ -23,7 +23,6 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import structlog
-import watchfiles
 
 from gateway.config import FilesUpstream
 from gateway.observability.tracing import tracing
@@ -42,6 +41,7 @@ from gateway.sources.files.prompts import (
     kind_of,
     parse_prompt_file,
 )
+from gateway.sources.files.watch import FolderWatch, Reason
 
 log = structlog.get_logger("gateway.files")
 
@@ -242,15 +242,6 @@ def _read_confined(path: Path, root: Path, relative: str) -> str:
         raise PromptFileError(f"{relative}: cannot be read: {exc.strerror}") from exc
 
 
-async def _set_when_cancelled(stop: anyio.Event) -> None:
-    """Set ``stop`` as soon as the watch is cancelled: watchfiles' thread sees it within a step, where
-    without it the gateway waited out the watcher's five-second timeout on every exit."""
-    try:
-        await anyio.sleep_forever()
-    finally:
-        stop.set()
-
-
 class FilePromptSource:
     """The prompts of one directory, as an upstream."""
 
@@ -295,19 +286,25 @@ class FilePromptSource:
             log.info("prompt_file_note", upstream=self.namespace, note=note)
 
     async def run(self) -> None:
-        """Load, then reload on every change until cancelled (watching only where ``watch`` is on)."""
+        """Load, then reload on every change until cancelled (watching only where ``watch`` is on),
+        following the folder when it is replaced, removed or made again (``watch.py``)."""
         await anyio.to_thread.run_sync(self._load)
         self._settled.set()
         log.info("upstream_state", upstream=self.namespace, state=self.state, prompts=len(self.prompts))
-        if not self.settings.watch or not self._root.is_dir():
+        if not self.settings.watch:
             await anyio.sleep_forever()
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_set_when_cancelled, stop)
-            async for _ in watchfiles.awatch(self._root, debounce=50, step=25, recursive=True, stop_event=stop):
-                await anyio.to_thread.run_sync(self._load)
-                log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
-                self._on_change(self.namespace)
+        await FolderWatch(self._root, self._reread).follow()
+
+    async def _reread(self, reason: Reason) -> None:
+        await anyio.to_thread.run_sync(self._load)
+        if reason == "changed":
+            log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
+        elif reason == "missing":
+            log.warning("prompt_folder_missing", upstream=self.namespace, path=str(self._root), detail=self.last_error)
+        else:
+            event = "prompt_folder_replaced" if reason == "replaced" else "prompt_folder_back"
+            log.info(event, upstream=self.namespace, path=str(self._root), prompts=len(self.prompts))
+        self._on_change(self.namespace)
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         if not self.ready:

@@ -1,0 +1,185 @@
+"""What import says about a server it cannot take as written, with configs written the way each client's
+documentation (or a server's README) writes them: a server turned off in the client, a placeholder
+copied as a value, a bare ``python``, and no ``HOME`` to set. Before, each passed without a word."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.config import load_config
+from gateway.importer.notes import placeholder
+from gateway.importer.writer import import_client_config
+from gateway.protocol.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WINDSURF = """{
+  "mcpServers": {
+    "github": {
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-github"],
+      "disabled": false,
+      "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${env:GH_TOKEN}"}
+    },
+    "git": {
+      "command": "uvx",
+      "args": ["mcp-server-git", "--repository", "${workspaceFolder}"],
+      "disabled": true,
+      "env": {"KEY": "${env:GIT_KEY}"}
+    }
+  }
+}
+"""
+
+
+def servers(toml: str, tmp_path: Path, **environ: str) -> list[str]:
+    path = tmp_path / "gateway.toml"
+    path.write_text(toml)
+    return [u.namespace for u in load_config(path, environ={"HOME": "/home/ada", **environ}).upstreams]
+
+
+def turned_on(toml: str) -> str:
+    """The output with its disabled servers turned on, as its comment tells the person to do."""
+    return re.sub(r"(?m)^# (?=\[\[upstreams\]\]|[a-z_]+ = )", "", toml)
+
+
+def test_a_disabled_server_is_written_commented_out_and_named(tmp_path: Path) -> None:
+    """Windsurf's ``"disabled": true``: the server was dropped without a word."""
+    imported = import_client_config(WINDSURF, client="windsurf", workspace="/work/site")
+    assert "git: disabled in the client: written commented out (uncomment it to serve it)" in imported.warnings
+    assert "# It then needs GIT_KEY set in the gateway's environment." in imported.toml
+    assert not any("GIT_KEY" in warning for warning in imported.warnings if not warning.startswith("git:"))
+    assert '# [[upstreams]]  # "git"' in imported.toml
+    assert servers(imported.toml, tmp_path, GH_TOKEN="t") == ["github"]
+    assert servers(turned_on(imported.toml), tmp_path, GH_TOKEN="t", GIT_KEY="k") == ["github", "git"]
+
+
+def test_zeds_enabled_false_is_said_too(tmp_path: Path) -> None:
+    zed = '{"context_servers": {"on": {"command": "uvx", "args": ["a"]}, "off": {"command": "c", "enabled": false}}}'
+    imported = import_client_config(zed, client="zed")
+    assert any(warning.startswith("off: disabled in the client") for warning in imported.warnings)
+    assert servers(imported.toml, tmp_path) == ["on"]
+
+
+def test_a_file_whose_servers_are_all_disabled_says_which() -> None:
+    with pytest.raises(ConfigError, match=r"every server the file lists is disabled in the client \(a, b\)"):
+        import_client_config(
+            '{"mcpServers": {"a": {"command": "x", "disabled": true}, "b": {"url": '
+            '"https://b.example.com/mcp", "disabled": true}}}',
+            client="windsurf",
+        )
+
+
+CLAUDE_DESKTOP = """{
+  "mcpServers": {
+    "github": {
+      "command": "docker",
+      "args": ["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"],
+      "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "<YOUR_TOKEN>"}
+    },
+    "brave-search": {
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-brave-search"],
+      "env": {"BRAVE_API_KEY": "YOUR_API_KEY_HERE"}
+    },
+    "openai": {"command": "/usr/bin/python3", "args": ["-m", "srv"], "env": {"OPENAI_API_KEY": "sk-..."}},
+    "weather": {"command": "python", "args": ["weather.py"]},
+    "real": {"command": "uvx", "args": ["go-tool", "./..."],
+             "env": {"TOKEN": "ghp_16C7e42F292c6912E7710c838347Ae178B4a"}}
+  }
+}
+"""
+
+
+def test_placeholders_and_a_bare_python_are_noted_where_they_stand(tmp_path: Path) -> None:
+    """GitHub's and Brave's READMEs write ``<YOUR_TOKEN>`` and ``YOUR_API_KEY_HERE``: they were kept as
+    if real and sent upstream; ``python`` ran the gateway's own venv Python without the server's packages."""
+    imported = import_client_config(CLAUDE_DESKTOP, client="claude-desktop")
+    said = "\n".join(imported.warnings)
+    assert "github: env.GITHUB_PERSONAL_ACCESS_TOKEN holds the placeholder '<YOUR_TOKEN>', not a value" in said
+    assert "brave-search: env.BRAVE_API_KEY holds the placeholder 'YOUR_API_KEY_HERE'" in said
+    assert "openai: env.OPENAI_API_KEY holds the placeholder '...'" in said
+    assert "weather: command 'python' is looked up on the gateway's PATH" in said
+    assert "absolute path or run the server with uvx" in said
+    assert "real:" not in said
+    assert "openai: command" not in said
+    comments = [line for line in imported.toml.splitlines() if line.startswith("# Note:")]
+    assert len(comments) == 4
+    assert imported.toml.index("# Note: env.GITHUB") < imported.toml.index('[[upstreams]]  # "github"')
+    assert servers(imported.toml, tmp_path) == ["github", "brave-search", "openai", "weather", "real"]
+
+
+@pytest.mark.parametrize(
+    ("value", "secret", "found"),
+    [
+        ("Bearer <token>", True, "<token>"),
+        ("https://<your-server>/mcp", False, "<your-server>"),
+        ("your-token-here", True, "your-token-here"),
+        ("ghp_XXXXXXXXXXXX", True, "XXXXXXXXXXXX"),
+        ("xxx", False, "xxx"),
+        ("REPLACE_ME", False, "REPLACE_ME"),
+        ("sk-…", True, "…"),
+        ("...", False, "..."),
+        ("./...", False, None),
+        ("wait...", False, None),
+        ("Bearer ${API_KEY}", True, None),
+        ("${YOUR_TOKEN}", True, None),  # a variable: the value is the environment's
+        ("a8Xxx9QvZ", True, None),
+        ("boxxxed", False, None),
+        ("<", False, None),
+    ],
+)
+def test_the_placeholder_rule(value: str, secret: bool, found: str | None) -> None:
+    assert placeholder(value, secret=secret) == found
+
+
+def test_home_is_not_a_variable_to_set(tmp_path: Path) -> None:
+    """``${HOME}`` (Claude Code) and ``${env:HOME}`` (VS Code) were listed as variables to set."""
+    dot_mcp = '{"mcpServers": {"s": {"type": "stdio", "command": "${HOME}/bin/s", "env": {"K": "${KEY}"}}}}'
+    imported = import_client_config(dot_mcp, client="claude-code")
+    assert "HOME" not in "\n".join(imported.warnings)
+    assert "#   HOME" not in imported.toml
+    assert "#   KEY:" in imported.toml
+    vscode = '{"servers": {"v": {"command": "node", "args": ["${env:HOME}/s.js", "${env:PATH}"]}}}'
+    imported = import_client_config(vscode, client="vscode")
+    assert imported.warnings == ()
+    path = tmp_path / "v.toml"
+    path.write_text(imported.toml)
+    (v,) = load_config(path, environ={"HOME": "/home/ada", "PATH": "/bin"}).upstreams
+    assert v.args == ("/home/ada/s.js", "/bin")  # type: ignore[union-attr]
+
+
+def test_the_command_says_it_all_on_stderr_and_help_names_every_client(tmp_path: Path) -> None:
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_text(CLAUDE_DESKTOP.replace('"real"', '"off": {"command": "x", "disabled": true}, "real"'))
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "import", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    for said in (
+        "github: env.GITHUB_PERSONAL_ACCESS_TOKEN holds the placeholder",
+        "weather: command 'python'",
+        "off: disabled in the client",
+    ):
+        assert f"prompt-gateway: warning: {said}" in result.stderr
+    assert '# [[upstreams]]  # "off"' in result.stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "gateway", "import", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=True,
+    ).stdout
+    for client in ("Claude Desktop", "Claude Code", "Cursor", "Windsurf", "VS Code", "Zed"):
+        assert client in " ".join(help_text.split())
