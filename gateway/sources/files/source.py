@@ -296,7 +296,13 @@ class FilePromptSource:
         await FolderWatch(self._root, self._reread).follow()
 
     async def _reread(self, reason: Reason) -> None:
+        before = (self.prompts, self.problems)
         await anyio.to_thread.run_sync(self._load)
+        if reason == "armed":  # the first watch is on: what changed since the first read, if anything
+            if (self.prompts, self.problems) != before:
+                log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
+                self._on_change(self.namespace)
+            return
         if reason == "changed":
             log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
         elif reason == "missing":

@@ -28,7 +28,7 @@ import anyio
 import anyio.abc
 from watchfiles._rust_notify import RustNotify
 
-Reason = Literal["changed", "replaced", "missing", "back"]
+Reason = Literal["changed", "replaced", "missing", "back", "armed"]
 """Why the folder is read again: a file in it changed; the folder at the path is another one now; the
 folder is gone; it is back after being gone."""
 
@@ -107,7 +107,7 @@ class FolderWatch:
     async def follow(self) -> None:
         """Until cancelled. The caller has read the folder once already."""
         present = _identity(self._root) is not None
-        owed: Reason | None = None
+        owed: Reason | None = "armed"  # a file written between the caller's read and the first watch
         while True:
             if _identity(self._root) is None:
                 if present:
