@@ -72,7 +72,10 @@ def write_config(
     telemetry: dict[str, Any] | None = None,
     limits: dict[str, Any] | None = None,
 ) -> Path:
-    lines = ["[gateway]"] + [f"{k} = {_toml_value(v)}" for k, v in (gateway or {}).items()]
+    # The first requests wait for upstreams still starting (an event, bounded): generously here, so that a
+    # loaded machine's slow start is waited for rather than failed (the product's default is 5 s).
+    gateway = {"startup_wait_s": 60, **(gateway or {})}
+    lines = ["[gateway]"] + [f"{k} = {_toml_value(v)}" for k, v in gateway.items()]
     lines += ["[server]"] + [f"{k} = {_toml_value(v)}" for k, v in (server or {"transport": "stdio"}).items()]
     for upstream in upstreams:
         lines.append("[[upstreams]]")
