@@ -39,7 +39,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gateway.protocol.meta_keys import TAGS_META_KEY
 from gateway.sources.files import claude_code, vscode
-from gateway.sources.files.common import Argument, lenient_front_matter, valid_name
+from gateway.sources.files.common import Argument, lenient_front_matter, text_of, valid_name
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_OUTPUT_CHARS = 512 * 1024
@@ -303,6 +303,9 @@ def _tool_file(relative: str, text: str, kind: Kind) -> FilePrompt:
     notes = [front.problem] if front.problem else []
     if name != wanted:
         notes.append(f"its name {wanted!r} is served as {name!r}")
+    if isinstance(tool, claude_code.ClaudeCommand):
+        dropped = tool.hint_note(text_of(front.meta, "argument-hint"))
+        notes += [dropped] if dropped else []
     title = front.meta.get("title")
     return FilePrompt(
         name,
