@@ -67,7 +67,13 @@ class NotOffered(Exception):
 
 
 class RenderError(Exception):
-    """The prompt's arguments did not render (an undefined variable, the sandbox refused, too long)."""
+    """The prompt's arguments did not render (an undefined variable, the sandbox refused, too long).
+    ``reason``: the same in words that hold no value (the audit records them), where the message
+    quotes what the template engine said."""
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 @dataclass(frozen=True)
@@ -178,9 +184,11 @@ def _render_bounded(template: jinja2.Template, values: Mapping[str, str]) -> str
                 break
             pieces.append(piece)
     except jinja2.exceptions.SecurityError as exc:
-        raise RenderError(f"the template tried something the sandbox forbids: {exc}") from exc
+        forbidden = "the template tried something the sandbox forbids"
+        raise RenderError(f"{forbidden}: {exc}", reason=forbidden) from exc
     except Exception as exc:
-        raise RenderError(f"the template did not render: {type(exc).__name__}: {exc}") from exc
+        failed = f"the template did not render: {type(exc).__name__}"
+        raise RenderError(f"{failed}: {exc}", reason=failed) from exc
     if size > MAX_OUTPUT_CHARS:
         raise RenderError(f"the rendered prompt is over {MAX_OUTPUT_CHARS} characters")
     return "".join(pieces)
