@@ -38,6 +38,7 @@ def config(tmp_path: Path) -> Path:
         tmp_path / "g.toml",
         [sdk_upstream("f", "arguments"), {"namespace": "team", "transport": "files", "path": str(folder)}],
         server={"transport": "http", "port": 0, "admin": {"enabled": True}},  # the page: loopback callers only
+        gateway={"startup_wait_s": 60},  # the first get waits for every upstream, however busy the machine
     )
 
 
@@ -93,10 +94,10 @@ async def test_the_open_page_shows_a_code_0(tmp_path: Path) -> None:
         browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
         page = await browser.new_page()
         await page.goto(f"{gateway.url}/admin")
-        await expect(page.locator("tr[data-upstream=f] td.state")).to_have_text("ready")
+        await expect(page.locator("tr[data-upstream=f] td.state")).to_have_text("ready", timeout=30_000)
         async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
             assert await refused(client, "f__today", {"day": "monday"}) == 0
         row = page.locator("#audit tbody tr", has_text="f__today")  # pushed to the open page, drawn by its script
-        await expect(row).to_contain_text("error 0")
+        await expect(row).to_contain_text("error 0", timeout=30_000)
         await expect(row).to_contain_text("anonymous (no token required)")
         await browser.close()

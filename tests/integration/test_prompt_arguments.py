@@ -42,6 +42,7 @@ def config(tmp_path: Path, *, http: bool) -> Path:
             {"namespace": "team", "transport": "files", "path": str(folder)},
         ],
         server={**server, "prompts_as_tools": True},
+        gateway={"startup_wait_s": 60},  # the first get waits for every upstream, however busy the machine
     )
 
 
