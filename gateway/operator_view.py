@@ -112,10 +112,12 @@ class GatewayOperatorView:
         shown = []
         for event in reversed(self._gateway.audit.recent):
             who = event.get("who")
-            if isinstance(who, dict):
+            if isinstance(who, dict) and who.get("kind") == "anonymous":
+                described = "anonymous (no token required)"
+            elif isinstance(who, dict):
                 described = f"{who.get('kind', '?')} {who.get('name', '')}".strip()
             else:  # refused at the door before its token was read or accepted: nobody known yet
-                described = "unknown" if event.get("outcome") == "refused" else "no token"
+                described = "unknown"
             shown.append({key: event.get(key) for key in SHOWN_OF_AN_AUDIT_EVENT} | {"who": described})
         return shown
 

@@ -14,6 +14,7 @@ import anyio
 from pydantic import BaseModel
 
 from gateway.catalog import overrides
+from gateway.catalog.accepted import Accepted
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
 from gateway.config import PromptOverride
@@ -138,6 +139,7 @@ class _MountState:
     index_built_at: float = -math.inf
     logged_collisions: set[str] = field(default_factory=set)
     logged_refusals: set[str] = field(default_factory=set)
+    accepts: dict[str, tuple[dict[str, Any], Accepted]] = field(default_factory=dict)  # by own name, with its entry
 
 
 class _SingleFlight:
@@ -208,6 +210,7 @@ class CatalogState:
     _clock: Callable[[], float]
     _progress: ProgressRelay
     _client_requests: ClientRequestRelay
+    _states: list[_MountState]
 
     async def _page(self, i: int, cursor: str | None) -> Page:
         raise NotImplementedError

@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from gateway.catalog import overrides
+from gateway.catalog.accepted import Accepted, accepted
+from gateway.catalog.accepted import check as check_arguments
 from gateway.catalog.mounts import (
     CatalogState,
     Mount,
@@ -43,8 +45,8 @@ _Result = TypeVar("_Result", bound=BaseModel)
 class Routing(CatalogState):
     """The routing half of the catalog; the state it reads is the catalog's."""
 
-    async def _resolve(self, public: str, viewer: Viewer | None) -> tuple[Mount, str, dict[str, Any]]:
-        """The mount, local name and listing entry behind a public name, or UnknownPrompt. A hidden name
+    async def _resolve(self, public: str, viewer: Viewer | None) -> tuple[int, str, dict[str, Any]]:
+        """The mount's index, local name and listing entry behind a public name, or UnknownPrompt. A hidden name
         and an unknown one answer alike, also under an upstream that is down: both say it is down when
         the caller may see that upstream at all, both are unknown otherwise (so no answer tells a deny
         rule apart from a name that does not exist)."""
@@ -71,8 +73,19 @@ class Routing(CatalogState):
                 continue  # as if the upstream did not list it: a later one may show the name
             if not self._visible(i, local, public, tags, viewer):
                 raise UnknownPrompt(public)
-            return mount, local, entry
+            return i, local, entry
         raise UnknownPrompt(public)
+
+    def _accepted(self, i: int, local: str, entry: dict[str, Any]) -> Accepted:
+        """What the prompt takes, worked out once per listing entry (a new listing brings new entries)."""
+        state = self._states[i]
+        kept = state.accepts.get(local)
+        if kept is not None and kept[0] is entry:
+            return kept[1]
+        mount = self.mounts[i]
+        found = accepted(entry, mount.overrides.get(local), own_source=mount.own_tags)
+        state.accepts[local] = (entry, found)
+        return found
 
     async def get_prompt(
         self,
@@ -88,10 +101,12 @@ class Routing(CatalogState):
         an upstream's InputRequiredResult then passes through untouched, else it is a clear error.
         ``parsed``: the params validated already (by the audit, which reads them first)."""
         request = parsed or parse_params(GetPromptParams, params)
-        mount, local, entry = await self._resolve(request.name, viewer)
+        i, local, entry = await self._resolve(request.name, viewer)
+        mount = self.mounts[i]
         override = mount.overrides.get(local)
-        arguments = overrides.forwarded_arguments(request.name, override, request.arguments or {})
-        _check_required_arguments(request.name, entry, arguments)
+        given = request.arguments or {}
+        arguments = overrides.forwarded_arguments(request.name, override, given)
+        check_arguments(request.name, self._accepted(i, local, entry), given, arguments)
         outgoing = {**(params or {}), "name": local}
         if override is not None and (arguments or "arguments" in outgoing):
             outgoing["arguments"] = arguments
@@ -124,7 +139,8 @@ class Routing(CatalogState):
         request = parsed or parse_params(CompleteParams, params)
         if not isinstance(request.ref, PromptRef):
             raise InvalidParams("Invalid params: this gateway serves prompts; it completes ref/prompt only")
-        mount, local, _ = await self._resolve(request.ref.name, viewer)
+        i, local, _ = await self._resolve(request.ref.name, viewer)
+        mount = self.mounts[i]
         shaped = overrides.forwarded_completion(request.ref.name, mount.overrides.get(local), params or {})
         empty = {"completion": {"values": [], "total": 0, "hasMore": False}}
         if not mount.source.completes:
@@ -162,16 +178,3 @@ def _check_result_type(mount: Mount, raw: dict[str, Any], method: str, *, input_
     if kind == "complete" or (kind == "input_required" and input_required):
         return kind  # type: ignore[no-any-return]
     raise UpstreamProtocolError(mount.namespace, f"answered {method} with an unknown resultType {kind!r}")
-
-
-def _check_required_arguments(name: str, entry: dict[str, Any], arguments: dict[str, str]) -> None:
-    declared = entry.get("arguments") or ()
-    missing = [
-        arg["name"]
-        for arg in declared
-        if isinstance(arg, dict) and arg.get("required") is True and arg.get("name") not in arguments
-    ]
-    if missing:
-        raise InvalidParams(
-            f"Missing required argument{'s' if len(missing) > 1 else ''} for prompt {name}: " + ", ".join(missing)
-        )

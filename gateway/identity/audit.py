@@ -1,6 +1,7 @@
 """The audit trail: one ``audit`` event per ``prompts/get``, ``completion/complete`` and refused request,
-saying who (typed: a static token by name, an access token by issuer and subject), what (method,
-prompt, upstream), the outcome and how long it took.
+saying who (typed: a static token by name, an access token by issuer and subject, the stdio client, or
+anonymous over HTTP where no credentials are asked), what (method, prompt, upstream), the outcome, why
+it failed in the gateway's words, and how long it took.
 
 Arguments are named, never valued, unless the operator turns values on (``[server.audit]
 argument_values``): a prompt's arguments are where people paste what they are working on. Events go to
@@ -22,9 +23,9 @@ import anyio
 import structlog
 
 from gateway.config import AuditSettings
-from gateway.identity.principal import Identity
+from gateway.identity.principal import ANONYMOUS, Identity
 from gateway.observability.logs import json_text
-from gateway.protocol.errors import SAID_BY_THE_GATEWAY, RateLimited
+from gateway.protocol.errors import SAID_BY_THE_GATEWAY, RateLimited, UpstreamRejected
 
 log = structlog.get_logger("gateway.audit")
 
@@ -140,7 +141,7 @@ class AuditTrail:
         have been validated (a request whose params are invalid is recorded by :meth:`invalid`)."""
         arguments = arguments_of(method, params)
         event: dict[str, Any] = {
-            "who": who.described() if who is not None else None,
+            "who": (who or ANONYMOUS).described(),
             "method": method,
             "prompt": prompt_of(method, params),
             "upstream": upstream,
@@ -157,6 +158,8 @@ class AuditTrail:
             event.update(outcome="error", code=code if isinstance(code, int) else None)
             if isinstance(exc, SAID_BY_THE_GATEWAY):  # never an upstream's words: they may quote a value
                 event["reason"] = exc.message[:300]
+            elif isinstance(exc, UpstreamRejected):
+                event["reason"] = exc.reason[:300]
             raise
         else:
             event["outcome"] = "ok"
@@ -167,7 +170,7 @@ class AuditTrail:
     def invalid(self, who: Identity | None, method: str, params: Any, message: str) -> None:
         """A request refused for its params (-32602) before anything read them."""
         self.record(
-            who=who.described() if who is not None else None,
+            who=(who or ANONYMOUS).described(),
             method=method,
             prompt=prompt_of(method, params),
             outcome="error",
@@ -178,7 +181,7 @@ class AuditTrail:
     def limited(self, who: Identity | None, method: str, params: Any, refusal: RateLimited) -> None:
         """A request over a ``[limits]`` rate, refused before it was served."""
         self.record(
-            who=who.described() if who is not None else None,
+            who=(who or ANONYMOUS).described(),
             method=method[:128],
             prompt=prompt_of(method, params) if method in AUDITED else None,
             outcome="rate_limited",

@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-IdentityKind = Literal["token", "oauth", "local"]
+IdentityKind = Literal["token", "oauth", "local", "anonymous"]
 
 
 @dataclass(frozen=True, slots=True)
 class Identity:
     """``token``: a ``[[server.tokens]]`` entry, by name. ``oauth``: an access token's subject under its
-    issuer, with its claims (for views; never part of equality). ``local``: the stdio client."""
+    issuer, with its claims (for views; never part of equality). ``local``: the stdio client.
+    ``anonymous``: a request over HTTP where the gateway asks for no credentials."""
 
     kind: IdentityKind
     name: str
@@ -52,6 +53,12 @@ class Identity:
 
 LOCAL = Identity("local", "stdio")
 """Whoever launched the gateway on stdio (the client process that owns its stdin and stdout)."""
+
+
+ANONYMOUS = Identity("anonymous", "http")
+"""Whoever sends a request over HTTP where the gateway asks for no credentials (no ``[[server.tokens]]``,
+no ``[server.auth]``: on loopback only, unless ``allow_unauthenticated``). The front ends carry such a
+request's identity as None (every such caller is one and the same); the audit says it as this."""
 
 
 def key_of(identity: Identity | None) -> str | None:

@@ -151,19 +151,23 @@ class UpstreamUnsupported(UpstreamError):
 
 
 class UpstreamRejected(UpstreamError):
-    """The upstream answered with a JSON-RPC error; the client sees the upstream's own code and message."""
+    """The upstream answered with a JSON-RPC error; the client sees the upstream's own code and message.
+    ``reason``: why, in words safe to record (never a value), where the gateway's own source (a prompt
+    file) answered; else the audit says only which upstream answered which code."""
 
-    def __init__(self, upstream: str, error: dict[str, Any]) -> None:
+    def __init__(self, upstream: str, error: dict[str, Any], *, reason: str | None = None) -> None:
         code = error.get("code")
         message = error.get("message")
         super().__init__(upstream, f"answered with error {code}: {message}")
         self.code = code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR
         self.message = message if isinstance(message, str) else "Upstream error"
         self.data = error.get("data")
+        self.reason = reason or f"Upstream '{upstream}' answered with error code {self.code} (its message is not kept)"
 
 
 SAID_BY_THE_GATEWAY = (ClientError, UpstreamTimeout, UpstreamUnavailable)
 """Errors whose words are the gateway's own (an unknown prompt, params that do not validate, an upstream
 down or slow): the audit's ``reason`` and a span's status may carry them. An upstream's own message (an
 ``UpstreamRejected``'s, or what an answer that could not be relayed held) may quote an argument's
-value: what records it stays in the operator's hands."""
+value: what records it stays in the operator's hands (the audit records an ``UpstreamRejected``'s
+``reason`` instead)."""

@@ -207,6 +207,20 @@ async def test_arguments_are_checked_before_forwarding() -> None:
     assert a.count("prompts/get") == 1
 
 
+async def test_what_a_prompt_takes_follows_its_listing() -> None:
+    """Worked out once per listing entry: a listing that adds an argument (announced, so pages are
+    cached until then) is what the next get is checked against."""
+    a = FakePromptSource("a", [{"name": "w", "arguments": [{"name": "city"}]}])
+    cat = catalog(a)
+    await cat.get_prompt({"name": "a__w", "arguments": {"city": "Lyon"}})
+    with pytest.raises(InvalidParams, match=r"unknown argument 'day' for prompt a__w \(it takes: city\)"):
+        await cat.get_prompt({"name": "a__w", "arguments": {"city": "Lyon", "day": "monday"}})
+    a.prompts = [{"name": "w", "arguments": [{"name": "city"}, {"name": "day"}]}]
+    cat.invalidate("a")
+    await cat.get_prompt({"name": "a__w", "arguments": {"city": "Lyon", "day": "monday"}})
+    assert a.count("prompts/get") == 2
+
+
 async def test_unprefixed_mounts_keep_names_and_the_first_upstream_wins_collisions() -> None:
     first = FakePromptSource("first", [{"name": "shared"}, {"name": "only_first"}])
     second = FakePromptSource("second", [{"name": "shared"}, {"name": "only_second"}])

@@ -32,7 +32,20 @@ def test_the_gateways_own_errors_say_why() -> None:
 
 
 def test_an_upstreams_message_is_not_audited() -> None:
+    """Only which upstream answered which code (a code 0 was a bare ``error`` with no why at all)."""
     event = _failed(UpstreamRejected("writing", {"code": -32602, "message": "bad text: 'my secret draft'"}))
     assert event["code"] == -32602
-    assert "reason" not in event
+    assert event["reason"] == "Upstream 'writing' answered with error code -32602 (its message is not kept)"
     assert "my secret draft" not in repr(event)
+    zero = _failed(UpstreamRejected("fetch", {"code": 0, "message": "Error rendering prompt: 'my secret draft'"}))
+    assert (zero["code"], zero["reason"]) == (
+        0,
+        "Upstream 'fetch' answered with error code 0 (its message is not kept)",
+    )
+    assert "my secret draft" not in repr(zero)
+
+
+def test_who_is_anonymous_where_no_credentials_are_asked() -> None:
+    """Over HTTP without tokens the front ends carry no identity: the audit says so, typed (it was null)."""
+    event = _failed(UnknownPrompt("writing__summarise"))
+    assert event["who"] == {"kind": "anonymous", "name": "http"}

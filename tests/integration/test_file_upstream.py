@@ -82,6 +82,35 @@ async def test_check_names_a_broken_file_and_the_others_serve(tmp_path: Path) ->
     assert any(line.startswith("team: broken: broken.md:2: template syntax") for line in output.splitlines())
 
 
+SHIFTED = """---
+argument-hint: [pr-number] [priority] [assignee]
+description: Review pull request
+---
+Review PR #$1 with priority $2 and assign to $3.
+"""
+"""An often copied example, written for 1-based ``$N``: Claude Code 2.1 counts from 0."""
+
+
+async def test_check_warns_of_a_hint_whose_first_word_the_body_drops(tmp_path: Path) -> None:
+    root = prompt_directory(tmp_path / "prompts")
+    await anyio.Path(root / ".claude" / "commands" / "review-pr.md").write_text(SHIFTED)
+    await anyio.Path(root / ".claude" / "commands" / "counted.md").write_text(
+        SHIFTED.replace("$1", "$0").replace("$2", "$1").replace("$3", "$2")
+    )
+    config = write_config(
+        tmp_path / "c.toml", [{"namespace": "team", "transport": "files", "path": str(root), "watch": False}]
+    )
+    result = await anyio.run_process(gateway_command(config, "check"), cwd=ROOT, check=False)
+    assert result.returncode == 0  # served as Claude Code serves it: a warning, not a broken file
+    notes = [line for line in result.stdout.decode().splitlines() if "argument-hint" in line]
+    assert notes == [
+        "team: note: .claude/commands/review-pr.md: front matter is not valid YAML (line 2: expected <block end>, "
+        "but found '['): read line by line; argument-hint '[pr-number] [priority] [assignee]' has 3 "
+        "bracketed parts but the body never uses $0 (it uses $1 $2 $3): $N counts from 0 ($0 is the first word "
+        "typed), so that word is dropped"
+    ]
+
+
 async def test_a_slow_template_fails_its_own_request_and_stalls_nobody(tmp_path: Path) -> None:
     root = prompt_directory(tmp_path / "prompts")
     slow = "{% for a in range(99999) %}{% for b in range(99999) %}{% endfor %}{% endfor %}done"

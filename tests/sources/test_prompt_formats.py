@@ -162,6 +162,29 @@ def test_names_that_are_not_prompt_names_are_made_into_one(wanted: str, served: 
     assert served in prompt.note
 
 
+@pytest.mark.parametrize(
+    ("hint", "body", "dropped"),
+    [
+        ("[pr] [priority] [assignee]", "PR $1, priority $2, to $3.", "$0"),
+        ("[pr] [priority]", "PR $0.", "$1"),
+        ("[file]", "Look at $1.", None),  # $1 receives no word, so what is typed is appended: not lost
+        ("[pr] [priority]", "PR $0, priority $1.", None),
+        ("[pr] [priority]", "PR $1, all of it: $ARGUMENTS", None),  # nothing typed is lost
+        ("[amount]", "Budget: $5,000.", None),  # no word reaches a placeholder: all of it is appended
+        ("[pr]", "PR \\$1 and $0", None),  # an escaped placeholder is text
+        ("what to fix", "Fix $1", None),  # a hint that is no list of words
+    ],
+)
+def test_a_hint_whose_words_the_body_drops_is_said(hint: str, body: str, dropped: str | None) -> None:
+    prompt = parse_prompt_file(".claude/commands/c.md", f"---\nargument-hint: {hint}\n---\n{body}")
+    said = [part for part in (prompt.note or "").split("; ") if "argument-hint" in part]
+    if dropped is None:
+        assert said == []
+    else:
+        assert len(said) == 1
+        assert f"the body never uses {dropped} " in said[0]
+
+
 def test_vscode_inputs_and_editor_variables() -> None:
     prompt = parse_prompt_file(
         ".github/prompts/explain.prompt.md",

@@ -92,6 +92,35 @@ class ClaudeCommand:
             text = f"{text.rstrip()}\n\nARGUMENTS: {raw}"
         return text
 
+    def hint_note(self, hint: str | None) -> str | None:
+        """A warning when the hint names words the body drops: each ``$N`` counts from 0, so a body
+        written for ``$1 $2 $3`` (as an often copied example is) under a hint of three parts never
+        uses the first word typed, and ``$3`` receives none. Said only where it happens: positions
+        used, and some receiving a word (else everything typed is appended), and no ``$ARGUMENTS``."""
+        parts = len(re.findall(r"\[[^\]]*\]", hint or ""))
+        if self.names or not parts:
+            return None
+        used: set[int] = set()
+        for match in self._placeholder.finditer(self.body):
+            if match.group("escaped") is not None:
+                continue
+            position = match.group("index") or match.group("short")
+            if position is None:
+                return None  # $ARGUMENTS: everything typed reaches the body
+            used.add(int(position))
+        if not any(p < parts for p in used):
+            return None
+        dropped = [p for p in range(parts) if p not in used]
+        if not dropped:
+            return None
+        words = ", ".join(f"${p}" for p in dropped)
+        uses = " ".join(f"${p}" for p in sorted(used))
+        lost = "that word is" if len(dropped) == 1 else "those words are"
+        return (
+            f"argument-hint {hint!r} has {parts} bracketed parts but the body never uses {words} (it uses {uses}): "
+            f"$N counts from 0 ($0 is the first word typed), so {lost} dropped"
+        )
+
 
 def split_arguments(raw: str) -> list[str]:
     """Shell-style words (quotes group and are removed); plain whitespace where the quoting is broken."""

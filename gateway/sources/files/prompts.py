@@ -39,7 +39,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gateway.protocol.meta_keys import TAGS_META_KEY
 from gateway.sources.files import claude_code, vscode
-from gateway.sources.files.common import Argument, lenient_front_matter, valid_name
+from gateway.sources.files.common import Argument, lenient_front_matter, text_of, valid_name
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_OUTPUT_CHARS = 512 * 1024
@@ -67,7 +67,13 @@ class NotOffered(Exception):
 
 
 class RenderError(Exception):
-    """The prompt's arguments did not render (an undefined variable, the sandbox refused, too long)."""
+    """The prompt's arguments did not render (an undefined variable, the sandbox refused, too long).
+    ``reason``: the same in words that hold no value (the audit records them), where the message
+    quotes what the template engine said."""
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 @dataclass(frozen=True)
@@ -178,9 +184,11 @@ def _render_bounded(template: jinja2.Template, values: Mapping[str, str]) -> str
                 break
             pieces.append(piece)
     except jinja2.exceptions.SecurityError as exc:
-        raise RenderError(f"the template tried something the sandbox forbids: {exc}") from exc
+        forbidden = "the template tried something the sandbox forbids"
+        raise RenderError(f"{forbidden}: {exc}", reason=forbidden) from exc
     except Exception as exc:
-        raise RenderError(f"the template did not render: {type(exc).__name__}: {exc}") from exc
+        failed = f"the template did not render: {type(exc).__name__}"
+        raise RenderError(f"{failed}: {exc}", reason=failed) from exc
     if size > MAX_OUTPUT_CHARS:
         raise RenderError(f"the rendered prompt is over {MAX_OUTPUT_CHARS} characters")
     return "".join(pieces)
@@ -303,6 +311,9 @@ def _tool_file(relative: str, text: str, kind: Kind) -> FilePrompt:
     notes = [front.problem] if front.problem else []
     if name != wanted:
         notes.append(f"its name {wanted!r} is served as {name!r}")
+    if isinstance(tool, claude_code.ClaudeCommand):
+        dropped = tool.hint_note(text_of(front.meta, "argument-hint"))
+        notes += [dropped] if dropped else []
     title = front.meta.get("title")
     return FilePrompt(
         name,

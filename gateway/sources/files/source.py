@@ -327,10 +327,14 @@ class FilePromptSource:
                     messages = await _render_off_the_loop(prompt, values)
             except TimeoutError:
                 message = f"Invalid params: the template took longer than {RENDER_TIMEOUT_S:.0f} s to render"
-                raise UpstreamRejected(self.namespace, {"code": INVALID_PARAMS, "message": message}) from None
+                raise UpstreamRejected(
+                    self.namespace, {"code": INVALID_PARAMS, "message": message}, reason=message
+                ) from None
             except RenderError as exc:
                 raise UpstreamRejected(
-                    self.namespace, {"code": INVALID_PARAMS, "message": f"Invalid params: {exc}"}
+                    self.namespace,
+                    {"code": INVALID_PARAMS, "message": f"Invalid params: {exc}"},
+                    reason=f"Invalid params: {exc.reason}",
                 ) from exc
             result: dict[str, Any] = {"messages": messages}
             if prompt.description:
@@ -347,5 +351,6 @@ class FilePromptSource:
     def _prompt(self, name: Any) -> FilePrompt:
         prompt = self.prompts.get(name) if isinstance(name, str) else None
         if prompt is None:
-            raise UpstreamRejected(self.namespace, {"code": INVALID_PARAMS, "message": f"Unknown prompt: {name}"})
+            message = f"Unknown prompt: {name}"
+            raise UpstreamRejected(self.namespace, {"code": INVALID_PARAMS, "message": message}, reason=message)
         return prompt
