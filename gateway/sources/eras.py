@@ -195,9 +195,15 @@ class EraNegotiation:
     async def _ping_beside_probe(self, peer: RpcPeer, pinged: anyio.Event) -> None:
         """A ``ping`` right behind the probe: a handshake-era server that ignores the probe but answers it
         is known at once (no patience waited out), and a server that crashed on the probe but reads on
-        (mcp <= 1.8.1 exits at its next line) exits now, not at the handshake ten seconds later."""
+        (mcp <= 1.8.1 exits at its next line) exits now, not at the handshake ten seconds later.
+
+        It carries the probe's envelope: the TypeScript SDK 2.x ``serveStdio`` pins a connection's era on
+        the first request after ``server/discover``, and a bare ``ping`` pinned a modern server to the
+        handshake era (its ``subscriptions/listen`` then refused as an unknown method). A handshake-era
+        server reads the envelope as the ``_meta`` any request may carry."""
+        params = with_envelope(None, version=LATEST_MODERN_VERSION, client_info=CLIENT_INFO)
         with suppress(RemoteError, RequestTimeout, UnusableAnswer, PeerClosed):
-            await peer.request("ping", None, timeout=self.settings.timeout_s)
+            await peer.request("ping", params, timeout=self.settings.timeout_s)
             pinged.set()
 
     def _use_discovered(self, discovered: DiscoverResult | None) -> None:

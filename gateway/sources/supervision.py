@@ -240,6 +240,7 @@ class Supervision:
         elif notification.method == "notifications/subscriptions/acknowledged":
             honoured = (notification.params or {}).get("notifications")
             self._listening = isinstance(honoured, dict) and honoured.get("promptsListChanged") is True
+            self._log.info("upstream_listening", prompts_list_changed=self._listening)
             # anything cached before the stream was up may be stale; the first stream of a connection
             # follows its readiness, which was announced already (a second announcement is only noise)
             (self._on_change if self._acknowledged else self._on_stale)(self.namespace)

@@ -181,13 +181,15 @@ class RunningGateway:
         self._arrived.set()
         self._arrived = anyio.Event()
 
-    async def wait_for_event(self, name: str, timeout: float = 30, **fields: Any) -> dict[str, Any]:
-        """The first not yet consumed log event called ``name`` (with these ``fields``), waiting for it if need be."""
+    async def wait_for_event(self, name: str | tuple[str, ...], timeout: float = 30, **fields: Any) -> dict[str, Any]:
+        """The first not yet consumed log event called ``name`` (or any of the names, whichever comes first),
+        with these ``fields``, waiting for it if need be."""
+        names = (name,) if isinstance(name, str) else name
         with anyio.fail_after(timeout):
             while True:
                 arrived = self._arrived
                 for event in self.events:
-                    if event.get("event") == name and all(event.get(k) == v for k, v in fields.items()):
+                    if event.get("event") in names and all(event.get(k) == v for k, v in fields.items()):
                         self.events.remove(event)
                         return event
                 await arrived.wait()

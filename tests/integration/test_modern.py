@@ -381,3 +381,17 @@ async def test_a_listen_stream_that_was_up_is_reopened_promptly_each_time_it_end
             ended_at.append(time.monotonic())
     gaps = [later - earlier for earlier, later in itertools.pairwise(ended_at)]
     assert all(gap < 1.8 for gap in gaps), gaps  # the first delay is 0.5-1 s; doubling would make 2 and 4
+
+
+async def test_a_server_pinning_its_era_on_the_request_after_the_probe_is_held_modern(tmp_path: Path) -> None:
+    """The TypeScript SDK 2.x ``serveStdio`` pins a stdio connection's era on the first request after
+    ``server/discover``. The ping the gateway sends behind the probe was bare, so every such server was
+    pinned to the handshake era and refused ``subscriptions/listen`` as an unknown method, retried for
+    ever; the ping now carries the envelope."""
+    config = write_config(tmp_path / "c.toml", [sdk_upstream("pin", "era_pinning")], server=HTTP)
+    async with running_gateway(config) as gateway:
+        ready = await gateway.wait_for_event("upstream_state", upstream="pin", state="ready")
+        assert ready["protocol_version"] == "2026-07-28"
+        listen = await gateway.wait_for_event(("upstream_listening", "upstream_listen_refused"), upstream="pin")
+        assert listen["event"] == "upstream_listening"
+        assert listen["prompts_list_changed"] is True

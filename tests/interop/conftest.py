@@ -1,5 +1,6 @@
-"""Peers nobody on this team wrote: the official conformance suite, the Inspector CLI (TypeScript SDK)
-and server-everything, installed by ``.ci/run`` under ``interop/`` and run on Node 22+.
+"""Peers nobody on this team wrote: the official conformance suite, the Inspector CLI (TypeScript SDK),
+server-everything and published prompt servers (npm, and PyPI in venvs of their own), installed by
+``.ci/run`` under ``interop/`` and run on Node 22+.
 
 Marked ``interop``: the plain test command skips them where the npm packages are absent, and
 ``.ci/run`` runs them with ``REQUIRE_INTEROP=1``, which turns a missing peer into a failure.
@@ -56,3 +57,42 @@ def legacy_sdk_python() -> str:
             pytest.fail(reason)
         pytest.skip(reason)
     return str(LEGACY_SDK_PYTHON)
+
+
+PUBLISHED = ROOT / "interop" / ".venv-published" / "bin"
+PUBLISHED_MCP1 = ROOT / "interop" / ".venv-published-mcp1" / "bin"
+NPM_PACKAGES = ROOT / "interop" / "node_modules"
+
+
+def _installed(path: Path, install: str) -> Path:
+    if not path.exists():
+        reason = f"{path.relative_to(ROOT)} is not installed: {install}"
+        if os.environ.get("REQUIRE_INTEROP"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return path
+
+
+@pytest.fixture(scope="session")
+def published_bin() -> Path:
+    """The ``bin`` of the venv of Python SDK 2.x published servers (``interop/requirements-published.txt``)."""
+    return _installed(
+        PUBLISHED / "sample-mcp-server",
+        "python3 -m venv interop/.venv-published && "
+        "interop/.venv-published/bin/pip install -r interop/requirements-published.txt",
+    ).parent
+
+
+@pytest.fixture(scope="session")
+def published_mcp1_bin() -> Path:
+    """The ``bin`` of the venv of Python SDK 1.x published servers (``interop/requirements-published-mcp1.txt``)."""
+    return _installed(
+        PUBLISHED_MCP1 / "arxiv-mcp-server",
+        "python3 -m venv interop/.venv-published-mcp1 && "
+        "interop/.venv-published-mcp1/bin/pip install -r interop/requirements-published-mcp1.txt",
+    ).parent
+
+
+def npm_package(name: str) -> Path:
+    """An npm package of ``interop/package.json``, installed (or the test skipped, or failed under REQUIRE_INTEROP)."""
+    return _installed(NPM_PACKAGES / name / "package.json", "npm ci --prefix interop").parent
