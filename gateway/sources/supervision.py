@@ -158,7 +158,7 @@ class Supervision:
                 self._enter("starting")
         finally:
             self._peer = None
-            if self._states.state != "stopped":
+            if self._states.state not in ("stopped", "failed"):  # given up, it says so until shut down
                 self._enter("stopped")
 
     @asynccontextmanager

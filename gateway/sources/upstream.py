@@ -133,6 +133,25 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
             return True
         return isinstance(self.capabilities.get("completions"), dict)
 
+    def unavailable(self) -> UpstreamUnavailable:
+        """Why it cannot answer now, in the gateway's words (never the server's stderr, which the log
+        and ``check`` show): still starting and for how long, down until its restart, or given up."""
+        states = self._states
+        now = anyio.current_time()
+        if states.state == "starting":
+            restart = f", restart {self.restarts}" if self.restarts else ""
+            return UpstreamUnavailable(self.namespace, f"is still starting (for {now - states.since:.1f} s{restart})")
+        if states.state == "backing-off":
+            retry = "" if states.retry_at is None else f"; it is restarted in {max(0.0, states.retry_at - now):.1f} s"
+            return UpstreamUnavailable(self.namespace, f"is down (for {now - states.since:.1f} s){retry}")
+        if states.state == "failed":
+            return UpstreamUnavailable(
+                self.namespace, "has failed and is not restarted (`prompt-gateway check` and the log say why)"
+            )
+        if states.state == "stopped":
+            return UpstreamUnavailable(self.namespace, "is stopped")
+        return UpstreamUnavailable(self.namespace, "is not connected (its connection has just ended)")
+
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         """Send a request. Where the server lost our session (it restarted), the connection is made
         afresh and the request tried once more: every method sent upstream only reads."""
@@ -150,7 +169,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
     async def _request_once(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         peer, stream = self._peer, self._stream
         if peer is None or not self.ready:
-            raise UpstreamUnavailable(self.namespace, f"is not connected (state: {self.state})")
+            raise self.unavailable()
         try:
             self._slots.acquire_nowait()  # over the bound: refuse now rather than queue without limit
         except anyio.WouldBlock:

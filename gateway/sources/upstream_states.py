@@ -31,6 +31,10 @@ class UpstreamStates:
 
     def __init__(self, namespace: str, log: Any, on_change: Callable[[str], None]) -> None:
         self.state: State = "starting"
+        self.since = anyio.current_time()
+        """When the current state was entered (the event loop's clock): "still starting, for 8 s"."""
+        self.retry_at: float | None = None
+        """While backing off: when the next attempt starts."""
         self._namespace = namespace
         self._log = log
         self._on_change = on_change
@@ -44,6 +48,9 @@ class UpstreamStates:
             raise RuntimeError(f"upstream state {self.state} -> {state} is not a transition")
         was_ready = self.state == "ready"
         self.state = state
+        self.since = anyio.current_time()
+        retry_in_s = details.get("retry_in_s")
+        self.retry_at = self.since + retry_in_s if isinstance(retry_in_s, (int, float)) else None
         self._log.info("upstream_state", state=state, **details)
         if state != "starting":
             self._settled.set()

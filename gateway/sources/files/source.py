@@ -312,9 +312,12 @@ class FilePromptSource:
             log.info(event, upstream=self.namespace, path=str(self._root), prompts=len(self.prompts))
         self._on_change(self.namespace)
 
+    def unavailable(self) -> UpstreamUnavailable:
+        return UpstreamUnavailable(self.namespace, f"is not ready ({self.last_error or self.state})")
+
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         if not self.ready:
-            raise UpstreamUnavailable(self.namespace, f"is not ready ({self.last_error or self.state})")
+            raise self.unavailable()
         params = params or {}
         if method == "prompts/list":
             return {"prompts": [self.prompts[name].listed() for name in sorted(self.prompts)]}
