@@ -220,6 +220,7 @@ class Supervision:
                 finally:
                     self._peer = None
                     self._listening = False
+                    self._states.connection_lost()  # announced before the process's stop, not after it
                     tg.cancel_scope.cancel()
             self._stream = None
         if failure is not None:

@@ -27,7 +27,8 @@ TRANSITIONS: dict[State, frozenset[State]] = {
 
 class UpstreamStates:
     """One upstream's state, changed only along ``TRANSITIONS``. ``on_change`` hears of every move into
-    or out of ``ready``; waiters hear of the first settled state and of each new readiness."""
+    or out of ``ready`` (out of it as soon as the connection is lost); waiters hear of the first
+    settled state and of each new readiness."""
 
     def __init__(self, namespace: str, log: Any, on_change: Callable[[str], None]) -> None:
         self.state: State = "starting"
@@ -40,13 +41,15 @@ class UpstreamStates:
         self._on_change = on_change
         self._settled = anyio.Event()
         self._ready_again = anyio.Event()
+        self._loss_announced = False
 
     def enter(self, state: State, **details: Any) -> None:
         if state == self.state:
             return
         if state not in TRANSITIONS[self.state]:
             raise RuntimeError(f"upstream state {self.state} -> {state} is not a transition")
-        was_ready = self.state == "ready"
+        was_ready, announced = self.state == "ready", self._loss_announced
+        self._loss_announced = False
         self.state = state
         self.since = anyio.current_time()
         retry_in_s = details.get("retry_in_s")
@@ -57,7 +60,15 @@ class UpstreamStates:
         if state == "ready":
             self._ready_again.set()
             self._ready_again = anyio.Event()
-        if was_ready or state == "ready":
+        if (was_ready and not announced) or state == "ready":
+            self._on_change(self._namespace)
+
+    def connection_lost(self) -> None:
+        """A ready upstream's connection has ended: its loss is announced now. Its state moves on only
+        once its process group is stopped, which may take seconds (end of input, SIGTERM, SIGKILL, each
+        with its wait), and the listing leaves it out from now on: a list_changed then would come late."""
+        if self.state == "ready" and not self._loss_announced:
+            self._loss_announced = True
             self._on_change(self._namespace)
 
     async def settled(self) -> None:
