@@ -116,6 +116,10 @@ class Supervision:
 
     async def run(self) -> None:
         """Connect, serve, and reconnect with backoff until cancelled or given up."""
+        if self.settings.unresolved is not None:  # a ${VAR} it needs is unset: never started
+            self.last_error = f"not started: {self.settings.unresolved}"
+            self._enter("failed", error=self.last_error)
+            return
         try:
             while True:
                 self._ready_since = None

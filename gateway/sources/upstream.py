@@ -144,6 +144,8 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         if states.state == "backing-off":
             retry = "" if states.retry_at is None else f"; it is restarted in {max(0.0, states.retry_at - now):.1f} s"
             return UpstreamUnavailable(self.namespace, f"is down (for {now - states.since:.1f} s){retry}")
+        if states.state == "failed" and self.settings.unresolved is not None:
+            return UpstreamUnavailable(self.namespace, f"is not started: {self.settings.unresolved}")
         if states.state == "failed":
             return UpstreamUnavailable(
                 self.namespace, "has failed and is not restarted (`prompt-gateway check` and the log say why)"

@@ -84,3 +84,24 @@ def test_a_gateway_meant_for_http_exits_at_once(tmp_path: Path) -> None:
         assert process.wait(timeout=60) == 2
         assert process.stderr is not None
         assert process.stderr.read() == f"prompt-gateway: {REASON}\n"
+
+
+async def test_an_unset_variable_in_one_upstream_fails_that_upstream_alone(tmp_path: Path) -> None:
+    """The issue's case: ``${SSL_CERT_FILE}`` in an upstream's env, and a client that does not pass it."""
+    needs_it = {**demo_upstream("tls", "writing"), "env": {"SSL_CERT_FILE": "${SSL_CERT_FILE_FOR_TEST}"}}
+    config = write_config(tmp_path / "gateway.toml", [demo_upstream("writing", "writing"), needs_it])
+    reason = "upstreams[1].env.SSL_CERT_FILE: environment variable SSL_CERT_FILE_FOR_TEST is not set"
+    with anyio.fail_after(60):
+        async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+            listing = await client.list_prompts()
+            assert "writing__proofread" in {p.name for p in listing.prompts}
+            assert listing.meta == {"prompt-gateway/unavailable": ["tls"]}
+            with pytest.raises(MCPError) as info:
+                await client.get_prompt("tls__proofread", {"text": "x"})
+    assert (info.value.error.code, info.value.error.message) == (-32603, f"Upstream 'tls' is not started: {reason}")
+    with anyio.fail_after(60):
+        checked = await anyio.run_process(gateway_command(config, "check"), cwd=ROOT, check=False)
+    assert checked.returncode == 1
+    row = next(line for line in checked.stdout.decode().splitlines() if line.startswith("tls "))
+    assert row.split()[2] == "failed"
+    assert row.endswith(f"not started: {reason}")
