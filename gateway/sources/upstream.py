@@ -61,6 +61,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         on_progress: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None,
         stable_after_s: float = 10.0,
         on_client_request: Callable[[str, str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None = None,
+        on_state: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self._destination = destination_of(settings)
@@ -87,7 +88,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         self._on_progress = on_progress
         self._log = structlog.get_logger("gateway.upstream").bind(upstream=self.namespace)
         self._peer: RpcPeer | None = None
-        self._states = UpstreamStates(self.namespace, self._log, on_change)
+        self._states = UpstreamStates(self.namespace, self._log, on_change, on_state)
         self.protocol_version: str | None = None
         self.probe_outcome: str | None = None  # why an auto upstream was taken for handshake-era (the log)
         self.capabilities: dict[str, Any] = {}

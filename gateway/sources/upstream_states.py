@@ -27,10 +27,16 @@ TRANSITIONS: dict[State, frozenset[State]] = {
 
 class UpstreamStates:
     """One upstream's state, changed only along ``TRANSITIONS``. ``on_change`` hears of every move into
-    or out of ``ready`` (out of it as soon as the connection is lost); waiters hear of the first
-    settled state and of each new readiness."""
+    or out of ``ready`` (out of it as soon as the connection is lost), ``on_moved`` of every other move;
+    waiters hear of the first settled state and of each new readiness."""
 
-    def __init__(self, namespace: str, log: Any, on_change: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        log: Any,
+        on_change: Callable[[str], None],
+        on_moved: Callable[[str], None] | None = None,
+    ) -> None:
         self.state: State = "starting"
         self.since = anyio.current_time()
         """When the current state was entered (the event loop's clock): "still starting, for 8 s"."""
@@ -39,6 +45,7 @@ class UpstreamStates:
         self._namespace = namespace
         self._log = log
         self._on_change = on_change
+        self._on_moved = on_moved  # every other move (what shows states, the operator page, follows them)
         self._settled = anyio.Event()
         self._ready_again = anyio.Event()
         self._loss_announced = False
@@ -62,6 +69,8 @@ class UpstreamStates:
             self._ready_again = anyio.Event()
         if (was_ready and not announced) or state == "ready":
             self._on_change(self._namespace)
+        elif self._on_moved is not None:
+            self._on_moved(self._namespace)
 
     def connection_lost(self) -> None:
         """A ready upstream's connection has ended: its loss is announced now. Its state moves on only
