@@ -17,6 +17,7 @@ from gateway import __version__
 from gateway.app import run_gateway, telemetry_wanted
 from gateway.config import AuthSettings, Config, ServerSettings, load_config
 from gateway.explaining import explain_command
+from gateway.failed_start import answer_until_hangup, meant_for_stdio, one_line
 from gateway.importer.clients import CLIENT_FORMATS, client_of
 from gateway.importer.writer import import_client_config
 from gateway.observability.logs import configure_logging
@@ -296,21 +297,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _import(args)
     try:
         config = load_config(args.config)
-    except ConfigError as exc:
-        _say(f"prompt-gateway: {exc.message}", file=sys.stderr)
-        return EXIT_CONFIG
-    try:
         if args.command in ("serve", "check"):
             telemetry_wanted(config.telemetry)
-    except ConfigError as exc:
-        _say(f"prompt-gateway: {exc.message}", file=sys.stderr)
-        return EXIT_CONFIG
-    if args.command == "serve":
-        try:
+        if args.command == "serve":
             ensure_safe_exposure(config)
-        except ConfigError as exc:
-            _say(f"prompt-gateway: {exc.message}", file=sys.stderr)
-            return EXIT_CONFIG
+    except ConfigError as exc:
+        return _cannot_start(args, exc.message)
+    if args.command == "serve":
         sock = None
         if config.server.transport == "http":  # bound before any upstream starts: a taken port fails at once
             try:
@@ -329,6 +322,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "explain":
         return _explain(config, args)
     return anyio.run(_list, config, args.json, tuple(args.tag or ()))
+
+
+def _cannot_start(args: argparse.Namespace, reason: str) -> int:
+    """The config cannot be used. ``serve`` says why on one line, and to the MCP client that launched it
+    over stdio as the error of each of its requests (``failed_start.py``): not just "Connection closed"."""
+    if args.command != "serve":
+        _say(f"prompt-gateway: {reason}", file=sys.stderr)
+        return EXIT_CONFIG
+    line = one_line(reason)
+    _say(f"prompt-gateway: {line}", file=sys.stderr)
+    if meant_for_stdio(args.config):
+        anyio.run(answer_until_hangup, line)
+    return EXIT_CONFIG
 
 
 def _explain(config: Config, args: argparse.Namespace) -> int:

@@ -238,6 +238,7 @@ class Gateway:
             on_progress=self._progress.deliver,
             stable_after_s=gateway.restart_reset_after_s,
             on_client_request=self._client_requests.forward,
+            on_state=lambda _namespace: self._announce_change(),
         )
 
     def _stale(self, namespace: str) -> None:
@@ -254,8 +255,8 @@ class Gateway:
         self._states_changed = anyio.Event()
 
     async def states_changed(self) -> None:
-        """Until an upstream becomes ready or stops being so, or its prompts change, or the config is
-        reloaded (the operator page's live states and catalog)."""
+        """Until an upstream's state changes, or its prompts change, or the config is reloaded (the
+        operator page's live states and catalog)."""
         await self._states_changed.wait()
 
     @staticmethod

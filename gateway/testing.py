@@ -33,10 +33,13 @@ class FakePromptSource:
     def numbered(cls, namespace: str, count: int, **kwargs: Any) -> FakePromptSource:
         return cls(namespace, [{"name": f"p{i:05d}", "description": f"#{i}"} for i in range(count)], **kwargs)
 
+    def unavailable(self) -> UpstreamUnavailable:
+        return UpstreamUnavailable(self.namespace, "is not connected")
+
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         self.calls.append((method, params))
         if not self.ready:
-            raise UpstreamUnavailable(self.namespace, "is not connected")
+            raise self.unavailable()
         if self.fail_with is not None:
             raise self.fail_with(method)
         await anyio.lowlevel.checkpoint()

@@ -13,7 +13,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "gateway"
 STAGES: list[tuple[str, ...]] = [
     # the composition root, and the tools beside the flow
-    ("app", "serving", "serve_command", "__main__", "testing", "demo", "importer", "explaining", "operator_view"),
+    (
+        "app",
+        "serving",
+        "serve_command",
+        "__main__",
+        "testing",
+        "demo",
+        "importer",
+        "explaining",
+        "operator_view",
+        "failed_start",
+    ),
     ("frontend",),
     ("identity",),
     ("catalog",),

@@ -65,7 +65,11 @@ deny = ["docs__secret_*"]
             "upstreams[0]: transport 'carrier-pigeon' is not one of",
         ),
         ({"upstreams": [upstream(timeout_s=0)]}, "upstreams[0].timeout_s: Input should be greater than 0"),
-        ({"upstreams": [upstream(command="${MISSING}")]}, "upstreams[0].command: environment variable MISSING"),
+        (  # unusable as written because of the unset variable: that is what is said
+            {"upstreams": [remote(url="${MISSING}")]},
+            "upstreams[0].url: environment variable MISSING is not set",
+        ),
+        ({"gateway": {"cursor_secret": "${MISSING}"}}, "gateway.cursor_secret: environment variable MISSING"),
         ({"gateway": {"page_size": 0}}, "gateway.page_size: Input should be greater than or equal to 1"),
         ({"gateway": {"cursor_secret": "short"}}, "gateway.cursor_secret: String should have at least 16"),
         (
@@ -160,3 +164,25 @@ def test_generation_tracks_the_upstream_layout_only() -> None:
     b = parse_config({"upstreams": [upstream(timeout_s=5)], "gateway": {"page_size": 3}}, {})
     c = parse_config({"upstreams": [upstream(namespace="other")]}, {})
     assert a.generation == b.generation != c.generation
+
+
+def test_an_unset_variable_in_an_upstream_fails_that_upstream_alone() -> None:
+    config = parse_config(
+        {
+            "upstreams": [
+                upstream(namespace="a", env={"SSL_CERT_FILE": "${SSL_CERT_FILE}"}),
+                upstream(namespace="b", env={"HOME": "${HOME_FOR_TEST:-/home/x}"}),
+            ]
+        },
+        {},
+    )
+    a, b = config.upstreams
+    assert a.unresolved == "upstreams[0].env.SSL_CERT_FILE: environment variable SSL_CERT_FILE is not set"
+    assert b.unresolved is None
+    assert b.env == {"HOME": "/home/x"}
+    resolved = parse_config(
+        {"upstreams": [upstream(namespace="a", env={"SSL_CERT_FILE": "${SSL_CERT_FILE}"})]},
+        {"SSL_CERT_FILE": "/ca.pem"},
+    ).upstreams[0]
+    assert resolved.unresolved is None
+    assert resolved.connection != a.connection  # a reload that sets the variable restarts it

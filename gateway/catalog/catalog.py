@@ -47,7 +47,6 @@ from gateway.protocol.control_chars import escaped, has_control_chars
 from gateway.protocol.errors import (
     UpstreamError,
     UpstreamProtocolError,
-    UpstreamUnavailable,
 )
 from gateway.protocol.models import (
     ListPromptsResult,
@@ -328,7 +327,7 @@ class Catalog(Listing, Routing):
             mount = self.mounts[i]
             try:
                 if not mount.source.ready:
-                    raise UpstreamUnavailable(mount.namespace, "is not connected")
+                    raise mount.source.unavailable()
                 counts[mount.namespace] = len(await self._index(i))
             except UpstreamError as exc:
                 counts[mount.namespace] = exc

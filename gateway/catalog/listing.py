@@ -24,7 +24,6 @@ from gateway.observability.tracing import tracing
 from gateway.protocol.errors import (
     GatewayError,
     UpstreamError,
-    UpstreamUnavailable,
 )
 from gateway.protocol.meta_keys import UNAVAILABLE_META_KEY
 from gateway.protocol.models import (
@@ -82,7 +81,7 @@ class Listing(CatalogState):
         async def fetch(i: int, at: PagePosition) -> None:
             try:
                 if not self.mounts[i].source.ready:
-                    raise UpstreamUnavailable(self.mounts[i].namespace, "is not connected")
+                    raise self.mounts[i].source.unavailable()
                 pages[i] = await self._page(i, at.cursor)
             except UpstreamError as exc:
                 pages[i] = exc

@@ -18,6 +18,7 @@ from gateway.catalog.accepted import Accepted
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
 from gateway.config import PromptOverride
+from gateway.protocol.errors import UpstreamUnavailable
 from gateway.sources.client_requests import ClientRequestRelay
 from gateway.sources.progress import ProgressRelay
 
@@ -51,6 +52,10 @@ class PromptSource(Protocol):
     def completes(self) -> bool: ...
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]: ...
+
+    def unavailable(self) -> UpstreamUnavailable:
+        """The error for a caller while it is not ready, saying why (still starting, down, given up)."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from gateway.protocol.errors import (
     UpstreamError,
     UpstreamProtocolError,
     UpstreamRejected,
-    UpstreamUnavailable,
     UpstreamUnsupported,
 )
 from gateway.protocol.models import (
@@ -57,7 +56,7 @@ class Routing(CatalogState):
             if not mount.source.ready:
                 if mount.claims(public):
                     if self.shows_upstream(i, viewer):
-                        raise UpstreamUnavailable(mount.namespace, "is not connected")
+                        raise mount.source.unavailable()
                     raise UnknownPrompt(public)
                 continue
             try:

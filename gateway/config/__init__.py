@@ -3,6 +3,7 @@
 Errors name the key path (``upstreams[1].namespace: ...``) because a config is written by hand.
 ``${VAR}`` expands from the environment before validation (``$${`` is a literal ``${``); a missing
 variable is an error, never an empty string: a silently empty token is how secrets leak or locks open.
+In an upstream, the error is that upstream's alone (it is not started); anywhere else, the config's.
 
 The sections live in ``sections.py``, ``server.py`` and ``upstreams.py``; this module is the config as a
 whole and its one public face (``__all__``).
@@ -200,15 +201,42 @@ def _key_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _expand_upstreams(data: dict[str, Any], environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[int, str]]:
+    """``data`` expanded, and why each upstream that names an unset variable cannot be started: that
+    upstream is kept as written (it is validated, never started) and fails alone, as a failing upstream
+    degrades only its own prompts. Anywhere else an unset variable is the whole config's error."""
+    upstreams = data.pop("upstreams", None)
+    expanded = expand_variables(data, environ)
+    unresolved: dict[int, str] = {}
+    if isinstance(upstreams, list):
+        kept = []
+        for index, upstream in enumerate(upstreams):
+            try:
+                kept.append(expand_variables(upstream, environ, f"upstreams[{index}]"))
+            except ConfigError as exc:
+                unresolved[index] = exc.message
+                kept.append(upstream)
+        expanded["upstreams"] = kept
+    elif upstreams is not None:
+        expanded["upstreams"] = expand_variables(upstreams, environ, "upstreams")
+    return expanded, unresolved
+
+
 def parse_config(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Config:
-    expanded = expand_variables(dict(data), os.environ if environ is None else environ)
+    expanded, unresolved = _expand_upstreams(dict(data), os.environ if environ is None else environ)
     try:
-        return Config.model_validate(expanded)
+        config = Config.model_validate(expanded)
     except ValidationError as exc:
         problems = []
         for error in exc.errors(include_url=False):
+            loc = tuple(error["loc"])
+            if len(loc) > 1 and loc[0] == "upstreams" and isinstance(loc[1], int) and loc[1] in unresolved:
+                problem = unresolved[loc[1]]  # what is wrong with it as written follows from the unset variable
+                if problem not in problems:
+                    problems.append(problem)
+                continue
             message = str(error["msg"]).removeprefix("Value error, ")
-            where = _key_path(tuple(error["loc"]))
+            where = _key_path(loc)
             if error["type"] == "extra_forbidden":
                 message = "unknown key"
             elif error["type"] == "union_tag_invalid":
@@ -224,6 +252,9 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str] | None = No
                 message = f"{message} (got {shown!r})"  # secrets are never echoed, nor a URL's password
             problems.append(f"{where}: {message}" if where else message)
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from exc
+    for index, reason in unresolved.items():
+        config.upstreams[index]._unresolved = reason
+    return config
 
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:

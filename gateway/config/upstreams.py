@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from pydantic import (
     Discriminator,
     Field,
+    PrivateAttr,
     Tag,
     ValidationInfo,
     field_validator,
@@ -88,6 +89,13 @@ class _UpstreamSettings(_Section):
     prefix: bool = True
     policy: PolicyRules = PolicyRules()
     overrides: dict[str, PromptOverride] = Field(default_factory=dict, max_length=10_000)
+    _unresolved: str | None = PrivateAttr(None)
+
+    @property
+    def unresolved(self) -> str | None:
+        """Why this upstream cannot be started (a ``${VAR}`` in it is unset), or None: it alone fails,
+        as a failing upstream degrades only its own prompts; set by ``parse_config``."""
+        return self._unresolved
 
     @property
     def connection(self) -> _UpstreamSettings:

@@ -1,7 +1,8 @@
 """Every error the gateway raises, each knowing the JSON-RPC code it becomes at the front end.
 
     GatewayError
-     ├── ConfigError                 bad TOML / values; names the key path (never reaches a client)
+     ├── ConfigError                 bad TOML / values; names the key path (reaches a client only as
+     │                               why a gateway it launched could not start: failed_start.py)
      ├── ClientError                 the client's request is at fault
      │    ├── ParseError             -32700  not JSON
      │    ├── InvalidRequest         -32600  JSON, but not a JSON-RPC request

@@ -116,6 +116,10 @@ class Supervision:
 
     async def run(self) -> None:
         """Connect, serve, and reconnect with backoff until cancelled or given up."""
+        if self.settings.unresolved is not None:  # a ${VAR} it needs is unset: never started
+            self.last_error = f"not started: {self.settings.unresolved}"
+            self._enter("failed", error=self.last_error)
+            return
         try:
             while True:
                 self._ready_since = None
@@ -158,7 +162,7 @@ class Supervision:
                 self._enter("starting")
         finally:
             self._peer = None
-            if self._states.state != "stopped":
+            if self._states.state not in ("stopped", "failed"):  # given up, it says so until shut down
                 self._enter("stopped")
 
     @asynccontextmanager
@@ -220,6 +224,7 @@ class Supervision:
                 finally:
                     self._peer = None
                     self._listening = False
+                    self._states.connection_lost()  # announced before the process's stop, not after it
                     tg.cancel_scope.cancel()
             self._stream = None
         if failure is not None:

@@ -61,6 +61,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         on_progress: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None,
         stable_after_s: float = 10.0,
         on_client_request: Callable[[str, str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None = None,
+        on_state: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self._destination = destination_of(settings)
@@ -87,7 +88,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         self._on_progress = on_progress
         self._log = structlog.get_logger("gateway.upstream").bind(upstream=self.namespace)
         self._peer: RpcPeer | None = None
-        self._states = UpstreamStates(self.namespace, self._log, on_change)
+        self._states = UpstreamStates(self.namespace, self._log, on_change, on_state)
         self.protocol_version: str | None = None
         self.probe_outcome: str | None = None  # why an auto upstream was taken for handshake-era (the log)
         self.capabilities: dict[str, Any] = {}
@@ -133,6 +134,27 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
             return True
         return isinstance(self.capabilities.get("completions"), dict)
 
+    def unavailable(self) -> UpstreamUnavailable:
+        """Why it cannot answer now, in the gateway's words (never the server's stderr, which the log
+        and ``check`` show): still starting and for how long, down until its restart, or given up."""
+        states = self._states
+        now = anyio.current_time()
+        if states.state == "starting":
+            restart = f", restart {self.restarts}" if self.restarts else ""
+            return UpstreamUnavailable(self.namespace, f"is still starting (for {now - states.since:.1f} s{restart})")
+        if states.state == "backing-off":
+            retry = "" if states.retry_at is None else f"; it is restarted in {max(0.0, states.retry_at - now):.1f} s"
+            return UpstreamUnavailable(self.namespace, f"is down (for {now - states.since:.1f} s){retry}")
+        if states.state == "failed" and self.settings.unresolved is not None:
+            return UpstreamUnavailable(self.namespace, f"is not started: {self.settings.unresolved}")
+        if states.state == "failed":
+            return UpstreamUnavailable(
+                self.namespace, "has failed and is not restarted (`prompt-gateway check` and the log say why)"
+            )
+        if states.state == "stopped":
+            return UpstreamUnavailable(self.namespace, "is stopped")
+        return UpstreamUnavailable(self.namespace, "is not connected (its connection has just ended)")
+
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         """Send a request. Where the server lost our session (it restarted), the connection is made
         afresh and the request tried once more: every method sent upstream only reads."""
@@ -150,7 +172,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
     async def _request_once(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         peer, stream = self._peer, self._stream
         if peer is None or not self.ready:
-            raise UpstreamUnavailable(self.namespace, f"is not connected (state: {self.state})")
+            raise self.unavailable()
         try:
             self._slots.acquire_nowait()  # over the bound: refuse now rather than queue without limit
         except anyio.WouldBlock:

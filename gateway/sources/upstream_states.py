@@ -27,30 +27,57 @@ TRANSITIONS: dict[State, frozenset[State]] = {
 
 class UpstreamStates:
     """One upstream's state, changed only along ``TRANSITIONS``. ``on_change`` hears of every move into
-    or out of ``ready``; waiters hear of the first settled state and of each new readiness."""
+    or out of ``ready`` (out of it as soon as the connection is lost), ``on_moved`` of every other move;
+    waiters hear of the first settled state and of each new readiness."""
 
-    def __init__(self, namespace: str, log: Any, on_change: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        log: Any,
+        on_change: Callable[[str], None],
+        on_moved: Callable[[str], None] | None = None,
+    ) -> None:
         self.state: State = "starting"
+        self.since = anyio.current_time()
+        """When the current state was entered (the event loop's clock): "still starting, for 8 s"."""
+        self.retry_at: float | None = None
+        """While backing off: when the next attempt starts."""
         self._namespace = namespace
         self._log = log
         self._on_change = on_change
+        self._on_moved = on_moved  # every other move (what shows states, the operator page, follows them)
         self._settled = anyio.Event()
         self._ready_again = anyio.Event()
+        self._loss_announced = False
 
     def enter(self, state: State, **details: Any) -> None:
         if state == self.state:
             return
         if state not in TRANSITIONS[self.state]:
             raise RuntimeError(f"upstream state {self.state} -> {state} is not a transition")
-        was_ready = self.state == "ready"
+        was_ready, announced = self.state == "ready", self._loss_announced
+        self._loss_announced = False
         self.state = state
+        self.since = anyio.current_time()
+        retry_in_s = details.get("retry_in_s")
+        self.retry_at = self.since + retry_in_s if isinstance(retry_in_s, (int, float)) else None
         self._log.info("upstream_state", state=state, **details)
         if state != "starting":
             self._settled.set()
         if state == "ready":
             self._ready_again.set()
             self._ready_again = anyio.Event()
-        if was_ready or state == "ready":
+        if (was_ready and not announced) or state == "ready":
+            self._on_change(self._namespace)
+        elif self._on_moved is not None:
+            self._on_moved(self._namespace)
+
+    def connection_lost(self) -> None:
+        """A ready upstream's connection has ended: its loss is announced now. Its state moves on only
+        once its process group is stopped, which may take seconds (end of input, SIGTERM, SIGKILL, each
+        with its wait), and the listing leaves it out from now on: a list_changed then would come late."""
+        if self.state == "ready" and not self._loss_announced:
+            self._loss_announced = True
             self._on_change(self._namespace)
 
     async def settled(self) -> None:

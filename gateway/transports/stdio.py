@@ -23,24 +23,10 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from gateway.transports import orphans
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES, NewlineFramedStream
+from gateway.transports.child_env import child_environment
 from gateway.transports.child_stop import STOP_TIMES, StopTimes, end_group, stop_child
 
-_INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
-"""The parent variables a child keeps. Everything else (tokens above all) must be given in config."""
-
-
-def child_environment(extra: Mapping[str, str]) -> dict[str, str]:
-    """A minimal environment for an upstream, plus its configured variables.
-
-    The gateway's own interpreter directory leads PATH, so ``python3`` and console scripts installed
-    beside the gateway resolve to the gateway's environment, as they would in an activated venv.
-    """
-    env = {key: os.environ[key] for key in _INHERITED_ENV if key in os.environ}
-    own_bin = os.path.dirname(sys.executable)
-    env["PATH"] = os.pathsep.join(p for p in (own_bin, env.get("PATH", os.defpath)) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
+__all__ = ["ChildSpec", "child_environment", "open_child", "open_own_stdio"]
 
 
 @dataclass(frozen=True, slots=True)

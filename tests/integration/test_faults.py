@@ -235,7 +235,8 @@ async def test_a_down_upstream_answers_hidden_and_unknown_names_alike_and_is_nam
             with pytest.raises(MCPError) as info:
                 await client.get_prompt(name)
             outcomes.add((info.value.error.code, info.value.error.message))
-        assert outcomes == {(-32603, "Upstream 'docs' is not connected")}
+        failed = "Upstream 'docs' has failed and is not restarted (`prompt-gateway check` and the log say why)"
+        assert outcomes == {(-32603, failed)}
         with pytest.raises(MCPError) as info:
             await client.get_prompt("hidden__anything")
         assert (info.value.error.code, info.value.error.message) == (-32602, "Unknown prompt: hidden__anything")

@@ -309,7 +309,7 @@ async def test_the_era_can_be_pinned_per_upstream(tmp_path: Path) -> None:
         async with Client(f"{gateway.url}/mcp", mode="2026-07-28", cache=None) as client:
             names = {p.name for p in (await client.list_prompts()).prompts}
             assert "old__pid" in names
-            with pytest.raises(MCPError, match="Upstream 'new' is not connected"):
+            with pytest.raises(MCPError, match="Upstream 'new' has failed and is not restarted"):
                 await client.get_prompt("new__summarize")
 
 

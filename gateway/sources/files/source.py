@@ -288,6 +288,11 @@ class FilePromptSource:
     async def run(self) -> None:
         """Load, then reload on every change until cancelled (watching only where ``watch`` is on),
         following the folder when it is replaced, removed or made again (``watch.py``)."""
+        if self.settings.unresolved is not None:  # a ${VAR} in its path is unset: nothing to read
+            self.state, self.last_error = "failed", f"not started: {self.settings.unresolved}"
+            self._settled.set()
+            log.warning("upstream_state", upstream=self.namespace, state=self.state, error=self.last_error)
+            await anyio.sleep_forever()
         await anyio.to_thread.run_sync(self._load)
         self._settled.set()
         log.info("upstream_state", upstream=self.namespace, state=self.state, prompts=len(self.prompts))
@@ -312,9 +317,12 @@ class FilePromptSource:
             log.info(event, upstream=self.namespace, path=str(self._root), prompts=len(self.prompts))
         self._on_change(self.namespace)
 
+    def unavailable(self) -> UpstreamUnavailable:
+        return UpstreamUnavailable(self.namespace, f"is not ready ({self.last_error or self.state})")
+
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
         if not self.ready:
-            raise UpstreamUnavailable(self.namespace, f"is not ready ({self.last_error or self.state})")
+            raise self.unavailable()
         params = params or {}
         if method == "prompts/list":
             return {"prompts": [self.prompts[name].listed() for name in sorted(self.prompts)]}

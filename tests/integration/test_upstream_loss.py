@@ -1,0 +1,56 @@
+"""An upstream that dies is announced with list_changed when its connection ends, not once its process
+group has been stopped: that stop may take seconds (what outlives the server in its group, a wrapper,
+a browser or a language server it started, gets end of input, then SIGTERM, then SIGKILL, each with its
+wait), and a client used to see the prompts gone from the listing seconds before it was told."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import mcp.types as t
+import pytest
+from mcp import Client
+
+from tests.integration.helpers import ROOT, Gate, ListChangedWatcher, running_gateway, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+LINGERING_LEADER = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+subprocess.Popen([sys.executable, "-m", "tests.servers.dynamic"])
+os.close(0)
+os.close(1)
+os.closerange(3, 1024)  # copies of its stdin/stdout a process may be given beside fds 0 and 1 (uvloop's)
+time.sleep(600)
+"""
+"""A wrapper that starts the server on its own stdin/stdout, lets go of them, and lingers: it exits
+neither when the server dies nor at the end of its input nor at SIGTERM."""
+
+
+async def test_list_changed_comes_when_the_connection_ends_not_when_the_process_group_is_gone(
+    tmp_path: Path,
+) -> None:
+    gate = Gate(tmp_path)  # the restart waits here: the upstream cannot come back during the test
+    upstream = gate.upstream("dyn", [sys.executable, "-c", LINGERING_LEADER], cwd=str(ROOT), timeout_s=20)
+    config = write_config(tmp_path / "c.toml", [upstream], server={"transport": "http", "port": 0})
+    changes = ListChangedWatcher()
+    async with running_gateway(config) as gateway:
+        await gate.open()
+        await gateway.wait_for_event("upstream_state", upstream="dyn", state="ready")
+        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client:
+            content = (await client.get_prompt("dyn__pid")).messages[0].content
+            assert isinstance(content, t.TextContent)
+            gateway.events.clear()
+            os.kill(int(content.text), signal.SIGKILL)
+            await changes.wait()
+            assert "dyn__pid" not in {p.name for p in (await client.list_prompts()).prompts}
+            await gateway.wait_for_event("list_changed_broadcast")
+            # what the gateway logged before that broadcast has been collected: its stop was not over
+            stopped = [e for e in gateway.events if e.get("event") == "upstream_state" and e.get("upstream") == "dyn"]
+            assert stopped == []
+            backing_off = await gateway.wait_for_event("upstream_state", upstream="dyn", state="backing-off")
+            assert backing_off["error"] == "connection closed"
