@@ -100,7 +100,8 @@ fi
   'set -e; test "$(id -u)" = 10001; node --version; npx --version; uv --version; uvx --version'
 
 # The upstreams' environment is minimal (docs/configuration.md): the CA bundle is named for them, which
-# matters only behind a TLS-inspecting proxy and is harmless elsewhere.
+# matters only behind a TLS-inspecting proxy and is harmless elsewhere. `check` waits up to timeout_s
+# for each first start, which here includes the download of the server and its dependencies.
 cat >"$work/check.toml" <<EOF
 [[upstreams]]
 namespace = "everything"
