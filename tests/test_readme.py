@@ -71,8 +71,8 @@ MODELS: tuple[type[BaseModel], ...] = (
 # Commands the README shows that a test cannot run, and why.
 NOT_RUN_HERE = {
     "pip install -e '.[test]' && pytest": "the test command itself: .ci/run runs exactly this line",
-    "docker build": "needs a Docker daemon and base images; .ci/run lints the Dockerfile with hadolint",
-    "docker run": "needs a Docker daemon",
+    "docker build": "needs root and minutes: .ci/run builds the Dockerfile with podman (docker/check-image.sh)",
+    "docker run": "needs root and minutes: docker/check-image.sh, from .ci/run, runs both images with podman",
     "pip install -e '.[bench]' && python -m bench": "a full run takes minutes; .ci/run runs python -m bench --quick",
     "pip install '.[telemetry]'": "the test extra requires it; tests/integration/test_telemetry.py traces with it",
     "pipx install .": "builds the same package as pip install ., which the quick-start test runs; pipx is not here",
@@ -106,7 +106,9 @@ def test_every_inspector_command_pins_the_version_the_interop_tests_run() -> Non
 
 
 def shell_commands() -> list[str]:
-    return [line.strip() for body in blocks("sh") for line in body.splitlines() if line.strip()]
+    """One per command: a command continued over lines with a backslash is one command."""
+    bodies = [re.sub(r"\\\n\s*", " ", body) for body in blocks("sh")]
+    return [line.strip() for body in bodies for line in body.splitlines() if line.strip()]
 
 
 @pytest.mark.slow
