@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from gateway.catalog.cursor import START, CursorCodec, ListingPosition, PagePosition
 from gateway.catalog.mounts import Mount
-from gateway.catalog.policy import Viewer
+from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
 from gateway.protocol.errors import InvalidParams
 from gateway.protocol.models import parse_params
 from gateway.protocol.skills import (
@@ -63,10 +63,11 @@ class SkillCatalog:
         generation: str,
         page_size: int | None = None,
         ttl_ms: int = 60_000,
+        policy: Rules = ALLOW_ALL,
     ) -> None:
-        self._sources: dict[str, SkillSource] = {
-            m.namespace: cast(SkillSource, m.source) for m in mounts if getattr(m.source, "offers_skills", False)
-        }
+        self._mounts = {m.namespace: m for m in mounts if getattr(m.source, "offers_skills", False)}
+        self._sources: dict[str, SkillSource] = {ns: cast(SkillSource, m.source) for ns, m in self._mounts.items()}
+        self._policy = policy
         self._codec = codec
         self._generation = generation + "|skills"  # a cursor of another listing is not one of these
         self._page_size = page_size or DEFAULT_PAGE_SIZE
@@ -82,8 +83,24 @@ class SkillCatalog:
         source = self._sources.get(namespace)
         if source is None or not source.ready:
             return
+        mount = self._mounts[namespace]
         for path in sorted(source.skills):
-            yield source.skills[path]
+            skill = source.skills[path]
+            if self._visible(mount, skill, viewer):
+                yield skill
+
+    def _visible(self, mount: Mount, skill: LocalSkill, viewer: Viewer | None) -> bool:
+        """The rules that decide which prompts show decide which skills show, on the same names: the
+        upstream's own policy on the skill's path, the global policy and the viewer's (a token's, a
+        view's) on ``<namespace><sep><path>``, deny winning, tags from the front matter's ``tags`` and
+        the upstream's overrides. A skill they hide is answered as one that is not there."""
+        tags = skill_tags(skill, mount)
+        public = mount.natural_name(skill.path)
+        return (
+            mount.rules.allows(skill.path, tags)
+            and self._policy.allows(public, tags)
+            and (viewer is None or viewer.allows(public, tags))
+        )
 
     def _cache(self, viewer: Viewer | None) -> dict[str, Any]:
         return {"ttlMs": self.ttl_ms, "cacheScope": "public" if viewer is None else "private"}
@@ -217,6 +234,15 @@ class SkillCatalog:
                 ListingPosition(generation, (PagePosition(None, offset + len(page)),))
             )
         return result
+
+
+def skill_tags(skill: LocalSkill, mount: Mount) -> tuple[str, ...]:
+    """A skill's tags: its front matter's ``tags`` (a list of text, as prompt files give theirs) and
+    those its upstream's override of the same name adds."""
+    written = skill.frontmatter.get("tags")
+    own = tuple(t for t in written if isinstance(t, str)) if isinstance(written, list) else ()
+    override = mount.overrides.get(skill.path)
+    return tuple(dict.fromkeys(own + (override.tags if override is not None else ())))
 
 
 def skill_uri(namespace: str, skill_path: str, file: str) -> str:
