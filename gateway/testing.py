@@ -11,6 +11,14 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from gateway.protocol.errors import InvalidParams, UpstreamUnavailable
+from gateway.protocol.skills import digest_of
+from gateway.sources.files.skills import (
+    LocalSkill,
+    SkillFile,
+    SkillFileError,
+    mime_type_of,
+    parse_frontmatter,
+)
 
 
 @dataclass
@@ -94,3 +102,27 @@ def memory_frame_pair(buffer: int = 64) -> tuple[MemoryFrameStream, MemoryFrameS
     a_send, b_receive = anyio.create_memory_object_stream[bytes](buffer)
     b_send, a_receive = anyio.create_memory_object_stream[bytes](buffer)
     return MemoryFrameStream(a_send, a_receive), MemoryFrameStream(b_send, b_receive)
+
+
+@dataclass
+class FakeSkillSource(FakePromptSource):
+    """A prompt source that also serves skills, each given as its files' bytes by path (``SKILL.md``
+    among them), read by the same rules as a skill folder on disk."""
+
+    skills: dict[str, LocalSkill] = field(default_factory=dict)
+    offers_skills: bool = True
+
+    def add_skill(self, skill_path: str, files: dict[str, bytes]) -> LocalSkill:
+        skill = skill_of(skill_path, files)
+        self.skills[skill_path] = skill
+        return skill
+
+
+def skill_of(skill_path: str, files: dict[str, bytes]) -> LocalSkill:
+    """A skill made of bytes in memory (SkillFileError where a folder of these files would be refused)."""
+    read = {path: SkillFile(path, data, digest_of(data), mime_type_of(path, data)) for path, data in files.items()}
+    frontmatter = parse_frontmatter(files["SKILL.md"])
+    if frontmatter["name"] != skill_path.rsplit("/", 1)[-1]:
+        raise SkillFileError(f"the name {frontmatter['name']!r} is not its folder's")
+    folders = {"/".join(p.split("/")[: i + 1]) for p in files for i in range(p.count("/"))}
+    return LocalSkill(skill_path, f"{skill_path}/SKILL.md", frontmatter, read, frozenset({"", *folders}))

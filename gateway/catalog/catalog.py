@@ -43,6 +43,7 @@ from gateway.catalog.mounts import (
 )
 from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
 from gateway.catalog.routing import Routing, _check_result_type, _validate
+from gateway.catalog.skills import SkillCatalog
 from gateway.protocol.control_chars import escaped, has_control_chars
 from gateway.protocol.errors import (
     UpstreamError,
@@ -91,6 +92,9 @@ class Catalog(Listing, Routing):
         # Collisions are possible only where an unprefixed mount or a rename shares the name space with
         # others: a mount may lose a name to an earlier one only at or after the first such mount.
         self._first_shared = next((i for i, m in enumerate(self.mounts) if not m.prefix or m.renames), len(self.mounts))
+        self.skills = SkillCatalog(
+            self.mounts, codec=codec, generation=generation, page_size=page_size, ttl_ms=ttl_ms, policy=policy
+        )
 
     def invalidate(self, namespace: str) -> None:
         index = self._by_namespace.get(namespace)

@@ -221,6 +221,9 @@ class FilesUpstream(_UpstreamSettings):
     """What the directory holds: ``auto`` reads each file by its name and place (``.claude/commands/``
     and a directory inside one: Claude Code's commands; a Claude Code plugin's ``commands/`` and
     ``skills/``; ``*.prompt.md``: VS Code's; else templates)."""
+    skills_as: Literal["prompts", "skills", "both"] = "prompts"
+    """How skill folders (``.claude/skills/<name>/SKILL.md``, a plugin's ``skills/``) are served: as
+    prompts, as Agent Skills over the Skills extension (``docs/skills.md``), or both."""
 
 
 def _transport_of(value: Any) -> str:

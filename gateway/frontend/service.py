@@ -28,6 +28,7 @@ from gateway import __version__
 from gateway.catalog import prompt_tools
 from gateway.catalog.catalog import Catalog
 from gateway.catalog.policy import Viewer
+from gateway.frontend.skills import SKILL_METHODS, serve_skills, skill_capabilities
 from gateway.identity.audit import AUDITED, AuditTrail, prompt_of
 from gateway.identity.principal import Identity
 from gateway.identity.rate_limits import RateLimits
@@ -55,7 +56,8 @@ _AUDITED_PARAMS: dict[str, type[GetPromptParams | CompleteParams]] = {
     "completion/complete": CompleteParams,
 }
 _TOOLS = frozenset({"tools/list", "tools/call"})  # served only with [server] prompts_as_tools
-_SERVED = frozenset({"prompts/list", "prompts/get", "completion/complete"}) | _TOOLS
+_SKILLS = frozenset(SKILL_METHODS)  # served only where some upstream serves skills (docs/skills.md)
+_SERVED = frozenset({"prompts/list", "prompts/get", "completion/complete"}) | _TOOLS | _SKILLS
 _ALLOWED: dict[SessionState, frozenset[str]] = {
     "new": frozenset({"initialize", "ping"}),
     "initializing": _SERVED | {"ping"},
@@ -181,6 +183,8 @@ class PromptService:
             capabilities["completions"] = {}
         if self.prompts_as_tools:
             capabilities["tools"] = {"listChanged": True}
+        if self._catalog().skills.offered:
+            capabilities.update(skill_capabilities())
         return capabilities
 
     async def modern(
@@ -211,7 +215,11 @@ class PromptService:
         envelope = read_envelope(request.params)
         check_version(envelope)
         method = request.method
-        if method not in MODERN_METHODS or (method in _TOOLS and not self.prompts_as_tools):
+        if (
+            method not in MODERN_METHODS
+            or (method in _TOOLS and not self.prompts_as_tools)
+            or (method in _SKILLS and not self._catalog().skills.offered)
+        ):
             removed = " (removed in 2026-07-28)" if method in _REMOVED_IN_MODERN else ""
             raise MethodNotFound(f"Method not found: {method}{removed}")
         if method == "subscriptions/listen":
@@ -265,6 +273,8 @@ class PromptService:
                 }
             if method == "prompts/list":
                 return await catalog.list_prompts(params, viewer=viewer)
+            if method in _SKILLS:
+                return await serve_skills(catalog.skills, method, params, viewer=viewer)
             if method == "prompts/get":
                 return await catalog.get_prompt(
                     params,

@@ -36,7 +36,7 @@ from gateway.observability.otel import OpenTelemetryTracing
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.modern import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
 from gateway.rpc import Notify, RpcPeer
-from gateway.testing import FakePromptSource, memory_frame_pair
+from gateway.testing import FakePromptSource, FakeSkillSource, memory_frame_pair
 
 MODERN_ENVELOPE = {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES_KEY: {}}
 METHODS = [
@@ -48,6 +48,19 @@ METHODS = [
     "notifications/roots/list_changed",
     "",
     "x" * 300,
+]
+SKILL_URIS = [
+    "skill://s/pdf/SKILL.md",
+    "skill://s/pdf/templates/a.md",
+    "skill://s/pdf/templates",
+    "skill://s/pdf",
+    "skill://s",
+    "skill://s/pdf/../pdf/SKILL.md",
+    "skill://s//pdf/SKILL.md",
+    "skill://a/p00001/SKILL.md",
+    "skill://s/pdf/SKILL.md\u0000",
+    "skill://s/p\ud800/SKILL.md",
+    "file:///etc/passwd",
 ]
 PROMPT_NAMES = ["a__p00001", "a__nope", "A__P00001", "a__p\ud800", "a__p\u0663", "get_prompt", "list_prompts"]
 # Hostile text: lone surrogates (written as \\udXXX escapes by json.dumps), non-ASCII digits, and
@@ -89,6 +102,7 @@ params = json_values | st.fixed_dictionaries(
         ),
         "notifications": json_values | st.just({"promptsListChanged": True, "toolsListChanged": True}),
         "cursor": json_values,
+        "uri": json_values | st.sampled_from(SKILL_URIS),
         "ref": json_values | st.just({"type": "ref/prompt", "name": "a__p00001"}),
         "argument": json_values,
         "protocolVersion": json_values,
@@ -125,9 +139,19 @@ frames = (
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+def skill_source() -> FakeSkillSource:
+    """A second upstream serving skills (the Skills extension's methods are fuzzed with the rest)."""
+    source = FakeSkillSource("s")
+    front = b"---\nname: pdf\ndescription: PDFs\n---\nUse templates/.\n"
+    source.add_skill("pdf", {"SKILL.md": front, "templates/a.md": b"a", "logo.bin": b"\xff\x00"})
+    return source
+
+
 def catalog() -> Catalog:
     return Catalog(
-        [Mount(FakePromptSource.numbered("a", 30), prefix="a__")], codec=CursorCodec(b"k" * 32), generation="g"
+        [Mount(FakePromptSource.numbered("a", 30), prefix="a__"), Mount(skill_source(), prefix="s__")],
+        codec=CursorCodec(b"k" * 32),
+        generation="g",
     )
 
 

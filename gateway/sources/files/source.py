@@ -41,6 +41,7 @@ from gateway.sources.files.prompts import (
     kind_of,
     parse_prompt_file,
 )
+from gateway.sources.files.skills import LocalSkill, scan_skills
 from gateway.sources.files.watch import FolderWatch, Reason
 
 log = structlog.get_logger("gateway.files")
@@ -257,6 +258,8 @@ class FilePromptSource:
         self._root = Path(settings.path)
         self._on_change = on_change
         self.prompts: dict[str, FilePrompt] = {}
+        self.skills: dict[str, LocalSkill] = {}
+        self.offers_skills = settings.skills_as != "prompts"
         self.problems: dict[str, str] = {}
         self.notes: list[str] = []
         self.state = "starting"
@@ -273,11 +276,21 @@ class FilePromptSource:
 
     def _load(self) -> None:
         if not self._root.is_dir():
-            self.prompts, self.problems, self.notes = {}, {}, []
+            self.prompts, self.skills, self.problems, self.notes = {}, {}, {}, []
             self.state, self.last_error = "failed", f"{self._root} is not a directory"
             return
         scanned = scan(self._root, self.settings.format)
-        self.prompts, self.problems, self.notes = scanned.prompts, scanned.problems, scanned.notes
+        prompts, problems = scanned.prompts, scanned.problems
+        skills: dict[str, LocalSkill] = {}
+        if self.offers_skills:
+            plugin = self.settings.format == "claude-plugin" or (
+                self.settings.format == "auto" and (self._root / ".claude-plugin").is_dir()
+            )
+            found = scan_skills(self._root, plugin)
+            skills, problems = found.skills, {**problems, **found.problems}
+            if self.settings.skills_as == "skills":
+                prompts = {name: p for name, p in prompts.items() if not p.source.endswith("/SKILL.md")}
+        self.prompts, self.skills, self.problems, self.notes = prompts, skills, problems, scanned.notes
         self.state = "ready"
         self.last_error = "; ".join(self.problems.values()) or None
         for problem in self.problems.values():
@@ -301,10 +314,10 @@ class FilePromptSource:
         await FolderWatch(self._root, self._reread).follow()
 
     async def _reread(self, reason: Reason) -> None:
-        before = (self.prompts, self.problems)
+        before = (self.prompts, self.problems, self.skills)
         await anyio.to_thread.run_sync(self._load)
         if reason == "armed":  # the first watch is on: what changed since the first read, if anything
-            if (self.prompts, self.problems) != before:
+            if (self.prompts, self.problems, self.skills) != before:
                 log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
                 self._on_change(self.namespace)
             return

@@ -1,0 +1,283 @@
+"""The skills the gateway serves (SEP-2640), beside its prompts: every upstream's skills under one
+endpoint, as the catalog serves their prompts.
+
+A skill's URI carries its upstream's namespace as its first segment, ``skill://<namespace>/<skill
+path>/<file>``, whatever the upstream calls it: the spec lets a server put any prefix before the skill's
+name, so two upstreams' ``pdf`` skills are ``skill://a/pdf`` and ``skill://b/pdf``, and a URI alone says
+which upstream a read goes to. The namespace is always there (``prefix = false`` unprefixes prompt
+names only): a skill URI must route.
+
+Listing pages every skill in config order under the composite cursor (``cursor.py``, sealed and bound
+to this layout and to skills: a prompt listing's cursor is refused here). ``resources/list`` lists
+every file of every skill; ``resources/directory/read`` every folder of them, the namespace's root and
+the folders before a skill's name included. Each answer is what the gateway holds now: a file that
+changed on disk changes its digest in the next answer and its bytes with it, never one without the
+other.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from gateway.catalog.cursor import START, CursorCodec, ListingPosition, PagePosition
+from gateway.catalog.mounts import Mount
+from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
+from gateway.protocol.errors import InvalidParams
+from gateway.protocol.models import parse_params
+from gateway.protocol.skills import (
+    DIRECTORY_MIME_TYPE,
+    SCHEME,
+    SKILL_FILE,
+    GetSkillParams,
+    ListSkillsParams,
+    ReadDirectoryParams,
+    ReadResourceParams,
+    split_skill_uri,
+)
+
+if TYPE_CHECKING:
+    from gateway.sources.files.skills import LocalSkill, SkillFile
+
+DEFAULT_PAGE_SIZE = 100
+
+
+class SkillSource(Protocol):
+    """What a source that serves skills has (the files source; a relaying upstream later)."""
+
+    namespace: str
+    offers_skills: bool
+    skills: Mapping[str, LocalSkill]
+
+    @property
+    def ready(self) -> bool: ...
+
+
+class SkillCatalog:
+    def __init__(
+        self,
+        mounts: Sequence[Mount],
+        *,
+        codec: CursorCodec,
+        generation: str,
+        page_size: int | None = None,
+        ttl_ms: int = 60_000,
+        policy: Rules = ALLOW_ALL,
+    ) -> None:
+        self._mounts = {m.namespace: m for m in mounts if getattr(m.source, "offers_skills", False)}
+        self._sources: dict[str, SkillSource] = {ns: cast(SkillSource, m.source) for ns, m in self._mounts.items()}
+        self._policy = policy
+        self._codec = codec
+        self._generation = generation + "|skills"  # a cursor of another listing is not one of these
+        self._page_size = page_size or DEFAULT_PAGE_SIZE
+        self.ttl_ms = ttl_ms
+
+    @property
+    def offered(self) -> bool:
+        """Whether the gateway declares the extension: some upstream is set to serve skills (known from the
+        config alone, so a session is told the same thing however its upstreams fare)."""
+        return bool(self._sources)
+
+    def _skills(self, namespace: str, viewer: Viewer | None) -> Iterator[LocalSkill]:
+        source = self._sources.get(namespace)
+        if source is None or not source.ready:
+            return
+        mount = self._mounts[namespace]
+        for path in sorted(source.skills):
+            skill = source.skills[path]
+            if self._visible(mount, skill, viewer):
+                yield skill
+
+    def _visible(self, mount: Mount, skill: LocalSkill, viewer: Viewer | None) -> bool:
+        """The rules that decide which prompts show decide which skills show, on the same names: the
+        upstream's own policy on the skill's path, the global policy and the viewer's (a token's, a
+        view's) on ``<namespace><sep><path>``, deny winning, tags from the front matter's ``tags`` and
+        the upstream's overrides. A skill they hide is answered as one that is not there."""
+        tags = skill_tags(skill, mount)
+        public = mount.natural_name(skill.path)
+        return (
+            mount.rules.allows(skill.path, tags)
+            and self._policy.allows(public, tags)
+            and (viewer is None or viewer.allows(public, tags))
+        )
+
+    def _cache(self, viewer: Viewer | None) -> dict[str, Any]:
+        return {"ttlMs": self.ttl_ms, "cacheScope": "public" if viewer is None else "private"}
+
+    # ---- skills/list and skills/get ------------------------------------------------------------
+
+    async def list_skills(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
+        parsed = parse_params(ListSkillsParams, params)
+        namespaces = list(self._sources)
+        position = (
+            ListingPosition(self._generation, tuple(START for _ in namespaces))
+            if parsed.cursor is None
+            else self._codec.decode(parsed.cursor, generation=self._generation, upstream_count=len(namespaces))
+        )
+        entries: list[dict[str, Any]] = []
+        upstreams: list[PagePosition | None] = list(position.upstreams)
+        for i, namespace in enumerate(namespaces):
+            at = upstreams[i]
+            if at is None:
+                continue
+            skills = list(self._skills(namespace, viewer))
+            room = self._page_size - len(entries)
+            taken = skills[at.offset : at.offset + room]
+            entries.extend(entry(namespace, skill) for skill in taken)
+            done = at.offset + len(taken) >= len(skills)
+            upstreams[i] = None if done else PagePosition(None, at.offset + len(taken))
+            if not done:
+                break
+        result: dict[str, Any] = {"skills": entries, **self._cache(viewer)}
+        following = ListingPosition(self._generation, tuple(upstreams))
+        if not following.finished:
+            result["nextCursor"] = self._codec.encode(following)
+        return result
+
+    async def get_skill(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
+        uri = parse_params(GetSkillParams, params).uri
+        found = self._skill_at(uri, viewer)
+        if found is None or uri != skill_uri(found[0], found[1].path, SKILL_FILE):
+            raise InvalidParams(f"No skill is served at {uri}")
+        return {"skill": entry(*found), **self._cache(viewer)}
+
+    def _skill_at(self, uri: str, viewer: Viewer | None) -> tuple[str, LocalSkill] | None:
+        """The innermost skill whose folder holds what ``uri`` names (its file or one of its folders)."""
+        split = split_skill_uri(uri)
+        if split is None:
+            return None
+        namespace, rest = split
+        best: LocalSkill | None = None
+        for skill in self._skills(namespace, viewer):
+            if (rest == skill.path or rest.startswith(skill.path + "/")) and (
+                best is None or len(skill.path) > len(best.path)
+            ):
+                best = skill
+        return None if best is None else (namespace, best)
+
+    # ---- resources -----------------------------------------------------------------------------
+
+    async def read_resource(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
+        uri = parse_params(ReadResourceParams, params).uri
+        found = self._skill_at(uri, viewer)
+        file = None if found is None else found[1].files.get(uri[len(skill_uri(found[0], found[1].path, "")) :])
+        if file is None:
+            raise InvalidParams(f"Resource not found: {uri}")
+        return {"contents": [contents(uri, file)], **self._cache(viewer)}
+
+    async def list_resources(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
+        """Every file of every skill (a nested skill's once, as its own): what a client that does not know
+        the extension sees of skills, ordinary resources, as the spec says it should."""
+        cursor = parse_params(ListSkillsParams, params).cursor
+        every = [
+            listed(skill_uri(namespace, skill.path, path), skill, file)
+            for namespace in self._sources
+            for skill in self._skills(namespace, viewer)
+            for path, file in skill.files.items()
+            if not _in_nested(skill, path, self._sources[namespace].skills)
+        ]
+        return self._page_of(every, cursor, "resources", viewer, bound_to="resources")
+
+    async def list_templates(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
+        """None: every skill file is a resource of its own (the resources capability implies the method)."""
+        cursor = parse_params(ListSkillsParams, params).cursor
+        return self._page_of([], cursor, "resourceTemplates", viewer, bound_to="templates")
+
+    async def read_directory(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
+        parsed = parse_params(ReadDirectoryParams, params)
+        children = self._children(parsed.uri, viewer)
+        if children is None:
+            raise InvalidParams(f"{parsed.uri} is not a directory resource")
+        return self._page_of(children, parsed.cursor, "resources", viewer, bound_to="directory " + parsed.uri)
+
+    def _children(self, uri: str, viewer: Viewer | None) -> list[dict[str, Any]] | None:
+        """The direct children of a directory of some skill namespace, or None when ``uri`` is none."""
+        split = split_skill_uri(uri)
+        if split is None:
+            return None
+        namespace, rest = split
+        files: dict[str, dict[str, Any]] = {}
+        folders: set[str] = set()
+        for skill in self._skills(namespace, viewer):
+            if rest == skill.path or rest.startswith(skill.path + "/"):
+                inner = rest[len(skill.path) + 1 :]
+                if inner not in skill.directories:
+                    continue
+                for path, file in skill.files.items():
+                    relative = path[len(inner) + 1 :] if inner else path
+                    if inner and not path.startswith(inner + "/"):
+                        continue
+                    if "/" in relative:
+                        folders.add(relative.split("/", 1)[0])
+                    else:
+                        files[relative] = listed(f"{uri}/{relative}", skill, file)
+            elif not rest or skill.path.startswith(rest + "/"):
+                folders.add(skill.path[len(rest) + 1 if rest else 0 :].split("/", 1)[0])
+        if not files and not folders:
+            return None if not (namespace in self._sources and not rest) else []
+        children = [{"uri": f"{uri}/{name}", "name": name, "mimeType": DIRECTORY_MIME_TYPE} for name in folders]
+        return sorted([*files.values(), *children], key=lambda child: str(child["name"]))
+
+    def _page_of(
+        self, items: list[dict[str, Any]], cursor: Any, key: str, viewer: Viewer | None, *, bound_to: str
+    ) -> dict[str, Any]:
+        generation = f"{self._generation}|{bound_to}"
+        offset = 0
+        if cursor is not None:
+            at = self._codec.decode(cursor, generation=generation, upstream_count=1).upstreams[0]
+            offset = 0 if at is None else at.offset
+        page = items[offset : offset + self._page_size]
+        result: dict[str, Any] = {key: page, **self._cache(viewer)}
+        if offset + len(page) < len(items):
+            result["nextCursor"] = self._codec.encode(
+                ListingPosition(generation, (PagePosition(None, offset + len(page)),))
+            )
+        return result
+
+
+def skill_tags(skill: LocalSkill, mount: Mount) -> tuple[str, ...]:
+    """A skill's tags: its front matter's ``tags`` (a list of text, as prompt files give theirs) and
+    those its upstream's override of the same name adds."""
+    written = skill.frontmatter.get("tags")
+    own = tuple(t for t in written if isinstance(t, str)) if isinstance(written, list) else ()
+    override = mount.overrides.get(skill.path)
+    return tuple(dict.fromkeys(own + (override.tags if override is not None else ())))
+
+
+def skill_uri(namespace: str, skill_path: str, file: str) -> str:
+    return f"{SCHEME}{namespace}/{skill_path}/{file}"
+
+
+def entry(namespace: str, skill: LocalSkill) -> dict[str, Any]:
+    """A skill's entry as ``skills/list`` and ``skills/get`` give it."""
+    return {
+        "uri": skill_uri(namespace, skill.path, SKILL_FILE),
+        "frontmatter": skill.frontmatter,
+        "resources": [
+            {"uri": skill_uri(namespace, skill.path, path), "digest": file.digest, "size": len(file.data)}
+            for path, file in skill.files.items()
+        ],
+    }
+
+
+def listed(uri: str, skill: LocalSkill, file: SkillFile) -> dict[str, Any]:
+    """A file as ``resources/list`` and ``resources/directory/read`` show it: a SKILL.md named and
+    described by its front matter, as the spec asks, any other file by its file name."""
+    if file.path == SKILL_FILE:
+        return {"uri": uri, "name": skill.name, "description": skill.description, "mimeType": file.mime_type}
+    return {"uri": uri, "name": file.path.rsplit("/", 1)[-1], "mimeType": file.mime_type, "size": len(file.data)}
+
+
+def contents(uri: str, file: SkillFile) -> dict[str, Any]:
+    """A file's bytes as ``resources/read`` gives them: text when they are UTF-8, else base64."""
+    try:
+        return {"uri": uri, "mimeType": file.mime_type, "text": file.data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"uri": uri, "mimeType": file.mime_type, "blob": base64.b64encode(file.data).decode()}
+
+
+def _in_nested(skill: LocalSkill, path: str, skills: Mapping[str, LocalSkill]) -> bool:
+    """Whether a file of ``skill`` is a nested skill's (listed once, under the innermost skill)."""
+    parts = path.split("/")[:-1]
+    return any(f"{skill.path}/{'/'.join(parts[: i + 1])}" in skills for i in range(len(parts)))

@@ -1,0 +1,45 @@
+"""The Skills extension's methods on the front end (SEP-2640): which methods, what the gateway declares,
+and which catalog call answers each. Both eras and every transport reach these through
+``PromptService.serve``; ``for_client`` then gives a handshake-era client its revision's shape.
+
+The gateway declares the extension (with ``directoryRead``) and ``resources`` whenever some upstream is
+set to serve skills, to every client: the spec gates the methods on the server's declaration and gives
+clients no setting of their own, and a client that does not know the extension ignores the entry and
+sees skill files, if it lists resources, as the ordinary resources they are. Where no upstream serves
+skills nothing changes at all: no capability, and the methods are unknown (-32601).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gateway.catalog.policy import Viewer
+from gateway.catalog.skills import SkillCatalog
+from gateway.protocol.errors import MethodNotFound
+from gateway.protocol.skills import DIRECTORY_READ_METHOD, GET_METHOD, LIST_METHOD, extension_capability
+
+_Handler = Callable[[SkillCatalog, dict[str, Any] | None, Viewer | None], Awaitable[dict[str, Any]]]
+
+_HANDLERS: dict[str, _Handler] = {
+    LIST_METHOD: lambda skills, params, viewer: skills.list_skills(params, viewer=viewer),
+    GET_METHOD: lambda skills, params, viewer: skills.get_skill(params, viewer=viewer),
+    "resources/read": lambda skills, params, viewer: skills.read_resource(params, viewer=viewer),
+    "resources/list": lambda skills, params, viewer: skills.list_resources(params, viewer=viewer),
+    "resources/templates/list": lambda skills, params, viewer: skills.list_templates(params, viewer=viewer),
+    DIRECTORY_READ_METHOD: lambda skills, params, viewer: skills.read_directory(params, viewer=viewer),
+}
+SKILL_METHODS = frozenset(_HANDLERS)
+
+
+def skill_capabilities() -> dict[str, Any]:
+    """What is added to the gateway's capabilities when it serves skills."""
+    return {"resources": {}, "extensions": extension_capability(directory_read=True)}
+
+
+async def serve_skills(
+    skills: SkillCatalog, method: str, params: dict[str, Any] | None, *, viewer: Viewer | None
+) -> dict[str, Any]:
+    if not skills.offered:
+        raise MethodNotFound(f"Method not found: {method}")
+    return await _HANDLERS[method](skills, params, viewer)

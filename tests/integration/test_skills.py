@@ -1,0 +1,135 @@
+"""A team's skill folders served as Agent Skills (SEP-2640) to the official SDK client, which has no
+skills API: the extension's methods are sent as raw requests. Every entry is checked against the spec's
+rules, every file read back against its digest and size, and an edit changes the digest it announces."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as t
+import pytest
+from mcp import Client, MCPError
+from pydantic import TypeAdapter
+
+from gateway.protocol.skills import EXTENSION_ID, Skill
+from tests.integration.helpers import ListChangedWatcher, gateway_params, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+RESULT = TypeAdapter(dict[str, Any])
+PDF = """---
+name: pdf-processing
+description: Extract, fill, and assemble PDF documents
+metadata:
+  version: "2.1.0"
+---
+# PDF processing
+
+Choose the matching template from `templates/`.
+"""
+
+
+async def call(client: Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A request the SDK has no method for, sent as it is."""
+    return await client.session.send_request(t.Request[dict[str, Any], str](method=method, params=params), RESULT)
+
+
+def skills_folder(root: Path) -> Path:
+    pdf = root / ".claude" / "skills" / "pdf-processing"
+    (pdf / "templates").mkdir(parents=True)
+    (pdf / "SKILL.md").write_text(PDF)
+    (pdf / "templates" / "invoice.md").write_text("Invoice template\n")
+    (pdf / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\xff")
+    (root / ".claude" / "commands").mkdir()
+    (root / ".claude" / "commands" / "fix.md").write_text("Fix $ARGUMENTS")
+    return root
+
+
+def files_upstream(root: Path, skills_as: str) -> dict[str, Any]:
+    return {"namespace": "team", "transport": "files", "path": str(root), "skills_as": skills_as}
+
+
+async def read_back(client: Client, uri: str) -> bytes:
+    contents = (await call(client, "resources/read", {"uri": uri}))["contents"]
+    assert len(contents) == 1
+    assert contents[0]["uri"] == uri
+    if "text" in contents[0]:
+        return str(contents[0]["text"]).encode()
+    return base64.b64decode(contents[0]["blob"])
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_skills_listed_got_and_read_back_against_their_digests(tmp_path: Path, mode: str) -> None:
+    root = skills_folder(tmp_path / "repo")
+    config = write_config(tmp_path / "c.toml", [files_upstream(root, "both")])
+    changes = ListChangedWatcher()
+    async with Client(gateway_params(config), mode=mode, cache=None, message_handler=changes) as client:
+        capabilities = client.server_capabilities
+        assert capabilities.extensions == {EXTENSION_ID: {"directoryRead": True}}
+        assert capabilities.resources is not None  # the spec: a server declaring the extension declares resources
+        listing = await call(client, "skills/list", {})
+        assert [s["uri"] for s in listing["skills"]] == ["skill://team/pdf-processing/SKILL.md"]
+        if mode == "auto":  # 2026-07-28: a CacheableResult
+            assert listing["ttlMs"] >= 0
+            assert listing["cacheScope"] == "public"
+        entry = listing["skills"][0]
+        Skill.model_validate(entry)
+        assert entry["frontmatter"] == {
+            "name": "pdf-processing",
+            "description": "Extract, fill, and assemble PDF documents",
+            "metadata": {"version": "2.1.0"},
+        }
+        for file in entry["resources"]:
+            data = await read_back(client, file["uri"])
+            assert len(data) == file["size"]
+            assert "sha256:" + hashlib.sha256(data).hexdigest() == file["digest"]
+        got = await call(client, "skills/get", {"uri": entry["uri"]})
+        assert got["skill"] == entry
+        directory = await call(client, "resources/directory/read", {"uri": "skill://team/pdf-processing"})
+        assert {(r["name"], r["mimeType"]) for r in directory["resources"]} == {
+            ("pdf-processing", "text/markdown"),
+            ("logo.png", "image/png"),
+            ("templates", "inode/directory"),
+        }
+        for unknown in ("skill://team/pdf-processing/README.md", "skill://other/pdf-processing/SKILL.md"):
+            with pytest.raises(MCPError) as refused:
+                await call(client, "skills/get", {"uri": unknown})
+            assert refused.value.error.code == -32602
+            assert refused.value.error.message == f"No skill is served at {unknown}"
+        with pytest.raises(MCPError) as refused:
+            await call(client, "resources/directory/read", {"uri": entry["uri"]})
+        assert refused.value.error.code == -32602
+        assert "is not a directory resource" in refused.value.error.message
+        names = sorted(p.name for p in (await client.list_prompts()).prompts)
+        assert names == ["team__fix", "team__pdf-processing"]  # "both": still a prompt too
+        if mode != "legacy":
+            return  # a modern client hears of changes through subscriptions/listen: the edit is checked once
+
+        await anyio.Path(root / ".claude/skills/pdf-processing/templates/invoice.md").write_text("Invoice v2\n")
+        await changes.wait()
+        changed = (await call(client, "skills/get", {"uri": entry["uri"]}))["skill"]
+        invoice = "skill://team/pdf-processing/templates/invoice.md"
+        before = next(r for r in entry["resources"] if r["uri"] == invoice)
+        after = next(r for r in changed["resources"] if r["uri"] == invoice)
+        assert after["digest"] != before["digest"]
+        assert after["digest"] == "sha256:" + hashlib.sha256(b"Invoice v2\n").hexdigest()
+        assert await read_back(client, invoice) == b"Invoice v2\n"
+
+
+async def test_skills_only_and_a_gateway_without_skills_shows_nothing_new(tmp_path: Path) -> None:
+    root = skills_folder(tmp_path / "repo")
+    only = write_config(tmp_path / "only.toml", [files_upstream(root, "skills")])
+    async with Client(gateway_params(only), mode="legacy", cache=None) as client:
+        assert [p.name for p in (await client.list_prompts()).prompts] == ["team__fix"]
+        assert len((await call(client, "skills/list", {}))["skills"]) == 1
+    plain = write_config(tmp_path / "plain.toml", [files_upstream(root, "prompts")])
+    async with Client(gateway_params(plain), mode="legacy", cache=None) as client:
+        assert client.server_capabilities.extensions is None
+        assert client.server_capabilities.resources is None
+        for method in ("skills/list", "resources/list", "resources/read"):
+            with pytest.raises(MCPError) as refused:
+                await call(client, method, {"uri": "skill://team/pdf-processing/SKILL.md"})
+            assert refused.value.error.code == -32601, method

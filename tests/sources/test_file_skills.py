@@ -1,0 +1,108 @@
+"""Skill folders read for the Skills extension: front matter verbatim, a complete manifest with digests,
+and the skills the spec does not allow left out with the reason."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from gateway.sources.files.skills import scan_skills
+
+PDF = b"""---
+name: pdf-processing
+description: Extract, fill, and assemble PDF documents
+license: Apache-2.0
+metadata:
+  version: "2.1.0"
+  released: 2026-01-02
+allowed-tools: Bash(python:*)
+---
+# PDF processing
+"""
+
+
+def skill(root: Path, path: str, front: bytes, **files: bytes) -> Path:
+    folder = root / path
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_bytes(front)
+    for name, data in files.items():
+        (folder / name.replace("__", "/")).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name.replace("__", "/")).write_bytes(data)
+    return folder
+
+
+def front(name: str, description: str = "Does things") -> bytes:
+    return f"---\nname: {name}\ndescription: {description}\n---\nBody\n".encode()
+
+
+def test_a_skill_is_its_front_matter_as_written_and_every_file_with_its_digest(tmp_path: Path) -> None:
+    skill(tmp_path, ".claude/skills/pdf-processing", PDF, templates__invoice_md=b"invoice", logo_bin=b"\xff\x00")
+    scanned = scan_skills(tmp_path, plugin=False)
+    assert scanned.problems == {}
+    pdf = scanned.skills["pdf-processing"]
+    assert pdf.frontmatter == {
+        "name": "pdf-processing",
+        "description": "Extract, fill, and assemble PDF documents",
+        "license": "Apache-2.0",
+        "metadata": {"version": "2.1.0", "released": "2026-01-02"},  # the date as written, not a date
+        "allowed-tools": "Bash(python:*)",
+    }
+    assert sorted(pdf.files) == ["SKILL.md", "logo_bin", "templates/invoice_md"]
+    for path, file in pdf.files.items():
+        data = (tmp_path / ".claude/skills/pdf-processing" / path).read_bytes()
+        assert file.data == data
+        assert file.digest == "sha256:" + hashlib.sha256(data).hexdigest()
+    assert pdf.directories == {"", "templates"}
+
+
+def test_skills_that_the_spec_does_not_allow_are_left_out_with_the_reason(tmp_path: Path) -> None:
+    skill(tmp_path, ".claude/skills/no-name", b"---\ndescription: x\n---\nbody\n")
+    skill(tmp_path, ".claude/skills/other", front("not-other"))
+    skill(tmp_path, ".claude/skills/Upper", front("Upper"))
+    skill(tmp_path, ".claude/skills/plain", b"no front matter\n")
+    skill(tmp_path, ".claude/skills/broken", b"---\nname: [broken\n---\n")
+    skill(tmp_path, ".claude/skills/good", front("good"))
+    scanned = scan_skills(tmp_path, plugin=False)
+    assert list(scanned.skills) == ["good"]
+    problems = "\n".join(scanned.problems.values())
+    assert ".claude/skills/no-name/SKILL.md: not served as a skill: its front matter has no name" in problems
+    assert "the name 'not-other' is not its folder's ('other')" in problems
+    assert "'Upper' breaks the Agent Skills naming rules" in problems
+    assert "does not begin with YAML front matter" in problems
+    assert "front matter is not valid YAML" in problems
+
+
+def test_a_link_out_of_the_skill_is_refused_and_hidden_files_are_no_part_of_it(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret")
+    folder = skill(tmp_path / "repo", ".claude/skills/linked", front("linked"))
+    os.symlink(outside, folder / "leak.txt")
+    skill(tmp_path / "repo", ".claude/skills/hidden", front("hidden"), _x=b"")
+    (tmp_path / "repo/.claude/skills/hidden/.env").write_text("TOKEN=1")
+    scanned = scan_skills(tmp_path / "repo", plugin=False)
+    assert "leak.txt points outside the skill's folder" in scanned.problems[".claude/skills/linked/SKILL.md"]
+    assert sorted(scanned.skills["hidden"].files) == ["SKILL.md", "_x"]
+
+
+def test_nested_skills_and_prefixes_and_a_plugins_skills(tmp_path: Path) -> None:
+    skill(tmp_path, "billing/.claude/skills/refunds", front("refunds"), guide_md=b"g")
+    skill(tmp_path, "billing/.claude/skills/refunds/email", front("email"))
+    scanned = scan_skills(tmp_path, plugin=False)
+    assert sorted(scanned.skills) == ["billing/refunds", "billing/refunds/email"]
+    assert sorted(scanned.skills["billing/refunds"].files) == ["SKILL.md", "email/SKILL.md", "guide_md"]
+    plugin = tmp_path / "plugin"
+    skill(plugin, "skills/review", front("review"))
+    skill(plugin, "commands/x", front("x"))  # not where a plugin keeps skills
+    assert list(scan_skills(plugin, plugin=True).skills) == ["review"]
+    own = tmp_path / "home/.claude/skills"
+    skill(own, "deploy", front("deploy"))
+    assert list(scan_skills(own, plugin=False).skills) == ["deploy"]
+
+
+def test_the_specs_limits_are_kept(tmp_path: Path) -> None:
+    folder = skill(tmp_path, ".claude/skills/many", front("many"))
+    for i in range(512):
+        (folder / f"f{i}").write_bytes(b"")
+    scanned = scan_skills(tmp_path, plugin=False)
+    assert "more than 512 files" in scanned.problems[".claude/skills/many/SKILL.md"]
