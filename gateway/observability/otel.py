@@ -16,12 +16,11 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
 import structlog
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -34,13 +33,22 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler, TraceIdRatioBased
+from opentelemetry.trace import Link, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway.config import TelemetrySettings
+from gateway.observability.failures import failed, failed_metric
 from gateway.observability.tracing import RECEIVED_OVER, Arrival, ClientSpan, Destination, session_label, target_of
-from gateway.protocol.errors import SAID_BY_THE_GATEWAY, UpstreamError, UpstreamRejected, UpstreamTimeout
+from gateway.observability.unsampled import (
+    DROPPED,
+    Dropped,
+    DroppedClient,
+    DroppedServer,
+    EdgeIds,
+    decided_at_the_edge,
+    dropped_flags,
+)
 from gateway.protocol.jsonrpc import Request, RequestId
 from gateway.protocol.trace_context import carried, with_trace
 
@@ -68,38 +76,6 @@ def _endpoint(settings: TelemetrySettings, signal: str) -> str | None:
     if settings.endpoint is None:
         return None
     return settings.endpoint.rstrip("/") + f"/v1/{signal}"
-
-
-def _error_type(exc: BaseException, *, answered_by_peer: bool, verbatim: bool) -> tuple[str, str | None, str]:
-    """(error.type, rpc.response.status_code, status description) of what a request ended with: the
-    JSON-RPC code of the error answer where there was one (the gateway's to its client; an upstream's
-    own, for a CLIENT span), else ``timeout``, ``cancelled`` or the error's class name."""
-    code = getattr(exc, "code", None)
-    if answered_by_peer:
-        code = code if isinstance(exc, UpstreamRejected) else None
-    if isinstance(code, int):
-        error_type: str = str(code)
-    elif isinstance(exc, (TimeoutError, UpstreamTimeout)):
-        error_type = "timeout"
-    elif isinstance(exc, anyio.get_cancelled_exc_class()):
-        error_type = "cancelled"
-    else:
-        error_type = type(exc).__qualname__
-    status_code = error_type if isinstance(code, int) else None
-    return error_type, status_code, _description(exc, error_type, verbatim=verbatim)
-
-
-def _description(exc: BaseException, error_type: str, *, verbatim: bool) -> str:
-    """A failed span's status description, in the gateway's own words as the audit's ``reason`` is: an
-    upstream's message (or an exception's, which may hold anything) may quote an argument's value, and
-    the docs promise values are never recorded. ``[telemetry] upstream_error_messages`` opts in to it."""
-    if verbatim or isinstance(exc, SAID_BY_THE_GATEWAY):
-        return str(getattr(exc, "message", None) or exc or type(exc).__name__)[:512]
-    if isinstance(exc, UpstreamRejected):
-        return f"Upstream '{exc.upstream}' answered with error {exc.code}"
-    if isinstance(exc, UpstreamError):
-        return f"Upstream '{exc.upstream}' failed ({type(exc).__name__})"
-    return error_type
 
 
 def _network_attributes(arrival: Arrival | None) -> dict[str, str | int]:
@@ -164,7 +140,11 @@ class OpenTelemetryTracing:
         resource = _resource(settings)
         self._verbatim = settings.upstream_error_messages
         sampler = ParentBased(TraceIdRatioBased(settings.sample_ratio)) if settings.sample_ratio is not None else None
-        self._traces = TracerProvider(sampler=sampler, resource=resource, shutdown_on_exit=False)
+        self._ids = EdgeIds()
+        self._traces = TracerProvider(
+            sampler=sampler, resource=resource, shutdown_on_exit=False, id_generator=self._ids
+        )
+        self._sampler: Sampler | None = self._traces.sampler if decided_at_the_edge(self._traces.sampler) else None
         exporter = span_exporter or OTLPSpanExporter(endpoint=_endpoint(settings, "traces"))
         self._traces.add_span_processor(BatchSpanProcessor(exporter))
         self._tracer = self._traces.get_tracer(SCOPE)
@@ -180,6 +160,8 @@ class OpenTelemetryTracing:
         meter = self._meters.get_meter(SCOPE)
 
         def histogram(name: str, description: str) -> Any:
+            if not readers:  # metrics = false: nothing would read them (the SDK still costs per record)
+                return _NOT_READ
             return meter.create_histogram(
                 name, unit="s", description=description, explicit_bucket_boundaries_advisory=DURATION_BUCKETS
             )
@@ -205,29 +187,52 @@ class OpenTelemetryTracing:
         in_meta = carried(request.params)
         over_http = dict(arrival.http_trace) if arrival is not None else {}
         parent = _PROPAGATOR.extract(in_meta or over_http)  # its baggage too: what the CLIENT spans pass on
+        name, named = _target_attributes(request.method, request.params)
+        metric: dict[str, str | int] = dict(named)
+        if mcp_version is not None:
+            metric["mcp.protocol.version"] = mcp_version
+        metric.update(_network_attributes(arrival))
+        dropped = self._dropped(parent)
+        if dropped is not None:
+            return DroppedServer(dropped, self._server_duration, metric, failed_metric)
         links = []
         if in_meta and over_http:  # the transport's context, linked (the conventions: MCP's is the parent)
             ambient = trace.get_current_span(_PROPAGATOR.extract(over_http)).get_span_context()
             if ambient.is_valid:
                 links.append(Link(ambient))
-        name, named = _target_attributes(request.method, request.params)
         attributes: dict[str, str | int] = dict(named)
-        metric: dict[str, str | int] = dict(named)
         attributes["jsonrpc.request.id"] = str(request.id)
         if mcp_version is not None:
-            attributes["mcp.protocol.version"] = metric["mcp.protocol.version"] = mcp_version
+            attributes["mcp.protocol.version"] = mcp_version
         if session_id is not None:
             attributes["mcp.session.id"] = session_label(session_id)
         attributes.update(_arrival_attributes(arrival))
-        metric.update(_network_attributes(arrival))
-        span = self._tracer.start_span(name, parent, SpanKind.SERVER, attributes, links)
+        try:
+            span = self._tracer.start_span(name, parent, SpanKind.SERVER, attributes, links)
+        finally:
+            self._ids.next_trace_id = None
         context = trace.set_span_in_context(span, parent)
         return _Scope(span, context, self._server_duration, metric, client=False, verbatim=self._verbatim)
+
+    def _dropped(self, parent: otel_context.Context) -> Dropped | None:
+        """The request's trace when the sampler drops it (decided here, once: ``unsampled.py``), else
+        None, the trace id it was asked about then being the one the SDK's span takes."""
+        if self._sampler is None:
+            return None
+        parent_span = trace.get_current_span(parent).get_span_context()
+        remote = parent_span if parent_span.is_valid else None
+        trace_id = remote.trace_id if remote is not None else self._ids.generate_trace_id()
+        decision = self._sampler.should_sample(parent, trace_id, "", SpanKind.SERVER)
+        if decision.decision is not Decision.DROP:
+            if remote is None:
+                self._ids.next_trace_id = trace_id
+            return None
+        return Dropped(trace_id, dropped_flags(remote, self._ids), decision.trace_state, parent)
 
     def client(
         self, method: str, params: dict[str, Any] | None, *, to: Destination, mcp_version: str | None
     ) -> AbstractContextManager[ClientSpan]:
-        name, attributes = _target_attributes(method, params)
+        _, attributes = _target_attributes(method, params)
         metric: dict[str, str | int] = dict(attributes)
         metric["network.transport"] = to.transport
         if to.transport == "tcp":
@@ -240,11 +245,17 @@ class OpenTelemetryTracing:
                 metric["server.port"] = to.port
         if mcp_version is not None:
             metric["mcp.protocol.version"] = mcp_version
+        dropped = DROPPED.get()
+        if dropped is not None:
+            return DroppedClient(dropped, self._client_duration, metric, ids=self._ids, on_error=failed_metric)
+        name = _target_attributes(method, params)[0]
         span = self._tracer.start_span(name, None, SpanKind.CLIENT, {**metric, UPSTREAM_ATTRIBUTE: to.namespace})
         context = trace.set_span_in_context(span)
         return _Scope(span, context, self._client_duration, metric, client=True, verbatim=self._verbatim)
 
     def step(self, name: str, **attributes: str | int) -> AbstractContextManager[None]:
+        if DROPPED.get() is not None:  # inside a dropped request: dropped with it
+            return nullcontext()
         return self._step(name, attributes)
 
     @contextmanager
@@ -265,7 +276,7 @@ class OpenTelemetryTracing:
             try:
                 yield
             except BaseException as exc:
-                _failed(span, exc, None, verbatim=self._verbatim)
+                failed(span, exc, None, verbatim=self._verbatim)
                 raise
 
     def session_ended(self, duration_s: float, *, mcp_version: str | None, arrival: Arrival | None) -> None:
@@ -302,18 +313,14 @@ class OpenTelemetryTracing:
             logging.getLogger("opentelemetry").disabled = True  # its threads' retries, as the process ends: noise
 
 
-def _failed(
-    span: trace.Span, exc: BaseException, metric: dict[str, Any] | None, *, client: bool = False, verbatim: bool
-) -> None:
-    error_type, status_code, message = _error_type(exc, answered_by_peer=client, verbatim=verbatim)
-    span.set_attribute("error.type", error_type)
-    if status_code is not None:
-        span.set_attribute("rpc.response.status_code", status_code)
-    span.set_status(Status(StatusCode.ERROR, message))
-    if metric is not None:
-        metric["error.type"] = error_type
-        if status_code is not None:
-            metric["rpc.response.status_code"] = status_code
+class _NotRead:
+    """A histogram nobody reads (``[telemetry] metrics = false``)."""
+
+    def record(self, amount: float, attributes: Any = None, context: Any = None) -> None:
+        return
+
+
+_NOT_READ = _NotRead()
 
 
 class _Scope:
@@ -348,7 +355,7 @@ class _Scope:
     ) -> None:
         try:
             if exc is not None:
-                _failed(self._span, exc, self._metric, client=self._client, verbatim=self._verbatim)
+                failed(self._span, exc, self._metric, client=self._client, verbatim=self._verbatim)
                 if not self._client:  # a name a client made up would start a series: kept for what succeeded
                     self._metric.pop("gen_ai.prompt.name", None)
                     self._metric.pop("gen_ai.tool.name", None)

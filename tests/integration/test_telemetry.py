@@ -370,3 +370,54 @@ async def test_shutdown_with_the_collector_unreachable_ends_within_the_grace(tmp
             assert gateway.process.returncode == 0
             abandoned = await gateway.wait_for_event("telemetry_export_abandoned")
             assert abandoned["waited_s"] == grace
+
+
+async def test_a_request_the_sampler_drops_carries_its_trace_upstream_as_the_sdk_does(tmp_path: Path) -> None:
+    """``sample_ratio`` drops most requests at the edge, with no span made for them (unsampled.py): what
+    leaves the gateway is what the SDK's non-recording spans sent. A fresh trace goes upstream unsampled
+    with the random-trace-id flag; a client's unsampled trace goes on in its own trace id, tracestate and
+    baggage; a client's sampled trace is still followed; the duration histograms count every request,
+    a failed one with its error.type."""
+    async with otlp_collector() as collector, http_upstream("meta_echo", "streamable-http") as web_url:
+        config = write_config(
+            tmp_path / "g.toml",
+            upstreams(web_url),
+            server={"transport": "http", "port": 0},
+            telemetry={**telemetry(collector), "sample_ratio": 0.0},
+        )
+        async with (
+            running_gateway(config, env=EXPORT_SOON) as gateway,
+            Client(f"{gateway.url}/mcp", cache=None) as client,
+        ):
+            fresh = received(await client.get_prompt("web__echo"))
+            version, trace_id, span_id, flags = fresh["meta"]["traceparent"].split("-")
+            assert (version, flags) == ("00", "02")  # not sampled, a random trace id: the SDK's flags
+            assert int(trace_id, 16)
+            assert int(span_id, 16)
+            assert fresh["headers"]["traceparent"] == fresh["meta"]["traceparent"]
+            assert "tracestate" not in fresh["meta"]
+            assert "baggage" not in fresh["meta"]
+
+            unsampled = {**CLIENT_CONTEXT, "traceparent": f"00-{TRACE_ID}-{CLIENT_SPAN_ID}-00"}
+            carried = received(await client.get_prompt("pipe__echo", meta=unsampled))
+            version, trace_id, span_id, flags = carried["meta"]["traceparent"].split("-")
+            assert (version, trace_id, flags) == ("00", TRACE_ID, "00")
+            assert span_id != CLIENT_SPAN_ID
+            assert int(span_id, 16)
+            assert carried["meta"]["tracestate"] == CLIENT_CONTEXT["tracestate"]
+            assert carried["meta"]["baggage"] == CLIENT_CONTEXT["baggage"]
+
+            with pytest.raises(MCPError):
+                await client.get_prompt("pipe__missing")
+
+            result = await client.get_prompt("pipe__echo", meta=CLIENT_CONTEXT)  # sampled by the client
+            await follow_one_get(collector, result, front="pipe__echo", local="echo")
+
+            def failed_counted(c: Collector) -> bool:
+                metric = c.metrics.get("mcp.server.operation.duration")
+                points = metric.histogram.data_points if metric is not None else []
+                kinds = [{a.key: a.value.string_value for a in p.attributes}.get("error.type") for p in points]
+                return "-32602" in kinds and sum(p.count for p in points) >= 4
+
+            await collector.wait_for(failed_counted)
+        assert {s.trace_id for s in collector.spans} == {TRACE_ID}  # the dropped requests made none
