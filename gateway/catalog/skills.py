@@ -79,6 +79,11 @@ class SkillCatalog:
         config alone, so a session is told the same thing however its upstreams fare)."""
         return bool(self._sources)
 
+    def upstream_of(self, uri: str | None) -> str | None:
+        """The upstream a skill URI routes to (its first segment, when that is a skill upstream's)."""
+        split = None if uri is None else split_skill_uri(uri)
+        return split[0] if split is not None and split[0] in self._sources else None
+
     def _skills(self, namespace: str, viewer: Viewer | None) -> Iterator[LocalSkill]:
         source = self._sources.get(namespace)
         if source is None or not source.ready:

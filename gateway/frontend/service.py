@@ -28,8 +28,8 @@ from gateway import __version__
 from gateway.catalog import prompt_tools
 from gateway.catalog.catalog import Catalog
 from gateway.catalog.policy import Viewer
-from gateway.frontend.skills import SKILL_METHODS, serve_skills, skill_capabilities
-from gateway.identity.audit import AUDITED, AuditTrail, prompt_of
+from gateway.frontend.skills import SKILL_METHODS, parse_skill_read, serve_skills, skill_capabilities
+from gateway.identity.audit import AUDITED, SKILL_READS, AuditTrail, prompt_of, skill_of
 from gateway.identity.principal import Identity
 from gateway.identity.rate_limits import RateLimits
 from gateway.observability.metrics import Metrics
@@ -256,7 +256,9 @@ class PromptService:
         catalog = self._catalog()
         audited: AbstractContextManager[None] = nullcontext()
         parsed: GetPromptParams | CompleteParams | None = None
-        if self._audit is not None and method in AUDITED:
+        if self._audit is not None and method in SKILL_READS:
+            audited = self._audited_skill_read(catalog, method, params, who)
+        elif self._audit is not None and method in AUDITED:
             try:  # the audit reads the params before the catalog would: they are valid first (and once)
                 parsed = parse_params(_AUDITED_PARAMS[method], params)
             except InvalidParams as exc:
@@ -294,6 +296,20 @@ class PromptService:
                 raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
             completion = parsed if isinstance(parsed, CompleteParams) else None
             return await catalog.complete(params, viewer=viewer, notify=notify, ask=ask, parsed=completion)
+
+    def _audited_skill_read(
+        self, catalog: Catalog, method: str, params: dict[str, Any] | None, who: Identity | None
+    ) -> AbstractContextManager[None]:
+        """A skill read's audit, as a prompt get's: its params checked first (an invalid one audited as
+        such), its URI and upstream named. Nothing is audited where no skill is served (-32601)."""
+        if self._audit is None or not catalog.skills.offered:
+            return nullcontext()
+        try:
+            parse_skill_read(method, params)
+        except InvalidParams as exc:
+            self._audit.invalid(who, method, params, exc.message)
+            raise
+        return self._audit.request(who, method, params, catalog.skills.upstream_of(skill_of(method, params)))
 
     async def _tools(self, catalog: Catalog, viewer: Viewer | None) -> dict[str, Any]:
         names = [prompt["name"] for prompt in (await catalog.all_prompts(viewer=viewer))["prompts"]]

@@ -16,7 +16,7 @@ from mcp import Client, MCPError
 from pydantic import TypeAdapter
 
 from gateway.protocol.skills import EXTENSION_ID, Skill
-from tests.integration.helpers import ListChangedWatcher, gateway_params, write_config
+from tests.integration.helpers import ListChangedWatcher, gateway_params, running_gateway, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 RESULT = TypeAdapter(dict[str, Any])
@@ -133,3 +133,49 @@ async def test_skills_only_and_a_gateway_without_skills_shows_nothing_new(tmp_pa
             with pytest.raises(MCPError) as refused:
                 await call(client, method, {"uri": "skill://team/pdf-processing/SKILL.md"})
             assert refused.value.error.code == -32601, method
+
+
+async def test_skill_reads_are_audited_and_limited_per_method_over_http(tmp_path: Path) -> None:
+    """Each skill read is an audit event naming its URI and upstream (an unknown one with why, params
+    that do not validate as such), and ``[limits] methods`` limits each skill method by its name."""
+    root = skills_folder(tmp_path / "repo")
+    config = write_config(
+        tmp_path / "g.toml",
+        [files_upstream(root, "skills")],
+        server={"transport": "http", "port": 0},
+        limits={"methods": {"resources/read": "2/minute"}},
+    )
+    skill_md = "skill://team/pdf-processing/SKILL.md"
+    missing = "skill://team/pdf-processing/README.md"
+    async with running_gateway(config) as gateway:
+        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+            await call(client, "skills/get", {"uri": skill_md})
+            await call(client, "resources/directory/read", {"uri": "skill://team/pdf-processing"})
+            await call(client, "resources/read", {"uri": skill_md})
+            with pytest.raises(MCPError) as unknown:
+                await call(client, "resources/read", {"uri": missing})
+            assert unknown.value.error.code == -32602
+            with pytest.raises(MCPError) as limited:
+                await call(client, "resources/read", {"uri": skill_md})
+            assert limited.value.error.code == -32029
+            assert limited.value.error.data["limit"] == "resources/read"
+            await call(client, "skills/list", {})  # another method: not limited by resources/read's rate
+            with pytest.raises(MCPError) as invalid:
+                await call(client, "skills/get", {"uri": 7})
+            assert invalid.value.error.code == -32602
+
+        got = await gateway.wait_for_event("audit", method="skills/get", outcome="ok")
+        assert (got["skill"], got["upstream"], got["prompt"]) == (skill_md, "team", None)
+        assert got["who"] == {"kind": "anonymous", "name": "http"}
+        directory = await gateway.wait_for_event("audit", method="resources/directory/read")
+        assert (directory["skill"], directory["outcome"]) == ("skill://team/pdf-processing", "ok")
+        read = await gateway.wait_for_event("audit", method="resources/read", outcome="ok")
+        assert read["skill"] == skill_md
+        refused = await gateway.wait_for_event("audit", method="resources/read", outcome="error")
+        assert (refused["skill"], refused["code"]) == (missing, -32602)
+        assert refused["reason"] == f"Resource not found: {missing}"
+        over = await gateway.wait_for_event("audit", method="resources/read", outcome="rate_limited")
+        assert (over["skill"], over["limit"]) == (skill_md, "resources/read")
+        bad = await gateway.wait_for_event("audit", method="skills/get", outcome="error")
+        assert bad["code"] == -32602
+        assert "uri" in bad["reason"]
