@@ -16,7 +16,7 @@ from mcp import Client, MCPError
 from pydantic import TypeAdapter
 
 from gateway.protocol.skills import EXTENSION_ID, Skill
-from tests.integration.helpers import ListChangedWatcher, gateway_params, running_gateway, write_config
+from tests.integration.helpers import ListChangedWatcher, gateway_params, running_gateway, sdk_upstream, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 RESULT = TypeAdapter(dict[str, Any])
@@ -179,3 +179,66 @@ async def test_skill_reads_are_audited_and_limited_per_method_over_http(tmp_path
         bad = await gateway.wait_for_event("audit", method="skills/get", outcome="error")
         assert bad["code"] == -32602
         assert "uri" in bad["reason"]
+
+
+def relaying(namespace: str, **env: str) -> dict[str, Any]:
+    return sdk_upstream(namespace, "skills_upstream", relay_skills=True, env=env)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_two_upstreams_skills_relayed_under_their_namespaces_and_checked(tmp_path: Path, mode: str) -> None:
+    """Two SDK upstreams serving the same skills at the same URIs: each is relayed under its namespace,
+    every request reaches the right one with its own URI (the upstream checks each against the spec), and
+    every file read back is the manifest's bytes. With a gateway's own skill folder beside them."""
+    root = skills_folder(tmp_path / "repo")
+    config = write_config(tmp_path / "c.toml", [relaying("a"), relaying("b"), files_upstream(root, "skills")])
+    async with Client(gateway_params(config), mode=mode, cache=None) as client:
+        assert client.server_capabilities.extensions == {EXTENSION_ID: {"directoryRead": True}}
+        listing = await call(client, "skills/list", {})
+        uris = [s["uri"] for s in listing["skills"]]
+        assert uris == [
+            "skill://a/acme/billing/refunds/SKILL.md",
+            "skill://a/pdf-processing/SKILL.md",
+            "skill://b/acme/billing/refunds/SKILL.md",
+            "skill://b/pdf-processing/SKILL.md",
+            "skill://team/pdf-processing/SKILL.md",
+        ]
+        for entry in listing["skills"]:
+            Skill.model_validate(entry)
+            for file in entry["resources"]:
+                data = await read_back(client, file["uri"])
+                assert (len(data), "sha256:" + hashlib.sha256(data).hexdigest()) == (file["size"], file["digest"])
+        refunds = next(s for s in listing["skills"] if s["uri"] == "skill://b/acme/billing/refunds/SKILL.md")
+        assert refunds["frontmatter"] == {"name": "refunds", "description": "How refunds are handled", "license": "MIT"}
+        assert (await call(client, "skills/get", {"uri": refunds["uri"]}))["skill"] == refunds
+        directory = await call(client, "resources/directory/read", {"uri": "skill://a/pdf-processing"})
+        assert {(r["uri"], r["mimeType"]) for r in directory["resources"]} == {
+            ("skill://a/pdf-processing/SKILL.md", "text/markdown"),
+            ("skill://a/pdf-processing/logo.png", "image/png"),
+            ("skill://a/pdf-processing/templates", "inode/directory"),
+        }
+        with pytest.raises(MCPError) as unknown:
+            await call(client, "skills/get", {"uri": "skill://a/nothing/SKILL.md"})
+        assert unknown.value.error.code == -32602
+
+
+async def test_a_relayed_file_whose_bytes_do_not_match_its_manifest_is_refused(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml",
+        [relaying("good"), relaying("bad", SKILLS_TAMPERED="1")],
+        server={"transport": "http", "port": 0},
+    )
+    async with running_gateway(config) as gateway:
+        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+            invoice = "skill://bad/pdf-processing/templates/invoice.md"
+            with pytest.raises(MCPError) as refused:
+                await call(client, "resources/read", {"uri": invoice})
+            assert refused.value.error.code == -32603
+            assert "do not match its manifest" in refused.value.error.message
+            assert "changed behind" not in refused.value.error.message
+            assert await read_back(client, "skill://good/pdf-processing/templates/invoice.md") == b"Invoice template\n"
+            assert await read_back(client, "skill://bad/pdf-processing/SKILL.md")  # only that file is refused
+        logged = await gateway.wait_for_event("skill_digest_mismatch")
+        assert (logged["upstream"], logged["skill_file"]) == ("bad", invoice)
+        audited = await gateway.wait_for_event("audit", method="resources/read", outcome="error")
+        assert (audited["skill"], audited["upstream"], audited["code"]) == (invoice, "bad", -32603)
