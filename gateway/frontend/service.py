@@ -83,8 +83,10 @@ Sees = Callable[[Viewer, frozenset[str]], bool]
 class Subscription:
     """One ``subscriptions/listen`` stream: woken by list changes it asked for, or by the server closing."""
 
-    def __init__(self, *, prompts: bool, tools: bool = False, viewer: Viewer | None = None) -> None:
-        self._prompts = prompts or tools  # the tool list changes with the prompts (prompt_tools.py)
+    def __init__(
+        self, *, prompts: bool, tools: bool = False, resources: bool = False, viewer: Viewer | None = None
+    ) -> None:
+        self._prompts = prompts or tools or resources  # tools and skill files change with the catalog
         self.viewer = viewer
         self._woken = anyio.Event()
         self._pending = False
@@ -186,6 +188,11 @@ class PromptService:
         if self._catalog().skills.offered:
             capabilities.update(skill_capabilities())
         return capabilities
+
+    @property
+    def offers_skills(self) -> bool:
+        """Whether skills are served: a change is then announced as ``resources/list_changed`` too."""
+        return self._catalog().skills.offered
 
     async def modern(
         self, request: Request, notify: Notify, *, viewer: Viewer | None, who: Identity | None = None
@@ -364,19 +371,24 @@ class PromptService:
             raise InvalidParams("Invalid params: notifications must be an object naming what to listen for")
         prompts = wanted.get("promptsListChanged") is True
         tools = wanted.get("toolsListChanged") is True and self.prompts_as_tools
+        resources = wanted.get("resourcesListChanged") is True and self.offers_skills
         tag = {SUBSCRIPTION_ID_KEY: request.id}
-        subscription = Subscription(prompts=prompts, tools=tools, viewer=viewer)
+        subscription = Subscription(prompts=prompts, tools=tools, resources=resources, viewer=viewer)
         self._hub.add(subscription)
         try:
             honoured = {"promptsListChanged": True} if prompts else {}
             if tools:
                 honoured["toolsListChanged"] = True
+            if resources:
+                honoured["resourcesListChanged"] = True
             await notify("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": honoured})
             while await subscription.next_change():
                 if prompts:
                     await notify("notifications/prompts/list_changed", {"_meta": tag})
                 if tools:
                     await notify("notifications/tools/list_changed", {"_meta": tag})
+                if resources:  # skill files (docs/skills.md): the spec names no notification of its own
+                    await notify("notifications/resources/list_changed", {"_meta": tag})
             return {"_meta": tag}
         finally:
             self._hub.discard(subscription)

@@ -53,7 +53,7 @@ def parse_skill_read(method: str, params: dict[str, Any] | None) -> None:
 
 def skill_capabilities() -> dict[str, Any]:
     """What is added to the gateway's capabilities when it serves skills."""
-    return {"resources": {}, "extensions": extension_capability(directory_read=True)}
+    return {"resources": {"listChanged": True}, "extensions": extension_capability(directory_read=True)}
 
 
 async def serve_skills(

@@ -242,3 +242,18 @@ async def test_a_relayed_file_whose_bytes_do_not_match_its_manifest_is_refused(t
         assert (logged["upstream"], logged["skill_file"]) == ("bad", invoice)
         audited = await gateway.wait_for_event("audit", method="resources/read", outcome="error")
         assert (audited["skill"], audited["upstream"], audited["code"]) == (invoice, "bad", -32603)
+
+
+async def test_an_edited_skill_file_is_announced_as_a_resource_list_change(tmp_path: Path) -> None:
+    """Skill files are resources: a client that lists them hears ``resources/list_changed`` when one is
+    edited, with ``prompts/list_changed`` as before (the spec names no skills notification)."""
+    root = skills_folder(tmp_path / "repo")
+    config = write_config(tmp_path / "c.toml", [files_upstream(root, "skills")])
+    resources = ListChangedWatcher(t.ResourceListChangedNotification)
+    async with Client(gateway_params(config), mode="legacy", cache=None, message_handler=resources) as client:
+        assert client.server_capabilities.resources is not None
+        assert client.server_capabilities.resources.list_changed is True
+        await call(client, "skills/list", {})
+        await anyio.Path(root / ".claude/skills/pdf-processing/templates/invoice.md").write_text("Invoice v3\n")
+        await resources.wait()
+        assert await read_back(client, "skill://team/pdf-processing/templates/invoice.md") == b"Invoice v3\n"
