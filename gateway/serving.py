@@ -66,6 +66,8 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
                 await peer.notify("notifications/prompts/list_changed")
                 if gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
                     await peer.notify("notifications/tools/list_changed")
+                if gateway.service.offers_skills:  # skill files are resources (docs/skills.md)
+                    await peer.notify("notifications/resources/list_changed")
 
     async def stop_when_asked() -> None:
         if stopping is not None:
@@ -113,11 +115,14 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
     """The HTTP front end wired to this gateway's catalog, hub and per-token policies."""
     list_changed = encode(Notification("notifications/prompts/list_changed"))
     tools_changed = encode(Notification("notifications/tools/list_changed"))
+    resources_changed = encode(Notification("notifications/resources/list_changed"))
 
     def announce(push: Push) -> None:
         push(list_changed, "list_changed")
         if gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
             push(tools_changed, "tools_list_changed")
+        if gateway.service.offers_skills:  # skill files are resources (docs/skills.md)
+            push(resources_changed, "resources_list_changed")
 
     def new_session(principal: Identity | None, session_id: str, push: Push, ask: Ask) -> ClientSession:
         session = ClientSession(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from gateway.catalog.cursor import START, CursorCodec, ListingPosition, PagePosition
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
+from gateway.catalog.relayed_skills import RelayedSkills, Upstream
 from gateway.protocol.errors import InvalidParams
 from gateway.protocol.models import parse_params
 from gateway.protocol.skills import (
@@ -65,19 +66,33 @@ class SkillCatalog:
         ttl_ms: int = 60_000,
         policy: Rules = ALLOW_ALL,
     ) -> None:
-        self._mounts = {m.namespace: m for m in mounts if getattr(m.source, "offers_skills", False)}
-        self._sources: dict[str, SkillSource] = {ns: cast(SkillSource, m.source) for ns, m in self._mounts.items()}
+        self._mounts = {m.namespace: m for m in mounts if getattr(m.source, "offers_skills", False) or _relays(m)}
+        self._relayed = {m.namespace: RelayedSkills(cast(Upstream, m.source)) for m in mounts if _relays(m)}
+        self._sources: dict[str, SkillSource] = {
+            ns: cast(SkillSource, self._relayed.get(ns) or m.source) for ns, m in self._mounts.items()
+        }
         self._policy = policy
         self._codec = codec
         self._generation = generation + "|skills"  # a cursor of another listing is not one of these
         self._page_size = page_size or DEFAULT_PAGE_SIZE
         self.ttl_ms = ttl_ms
 
+    async def _refresh(self, namespace: str | None = None) -> None:
+        """Relayed upstreams' manifests asked for afresh (one's, or all): what is announced is theirs now."""
+        for ns, relayed in self._relayed.items():
+            if namespace is None or ns == namespace:
+                await relayed.refresh()
+
     @property
     def offered(self) -> bool:
         """Whether the gateway declares the extension: some upstream is set to serve skills (known from the
         config alone, so a session is told the same thing however its upstreams fare)."""
         return bool(self._sources)
+
+    def upstream_of(self, uri: str | None) -> str | None:
+        """The upstream a skill URI routes to (its first segment, when that is a skill upstream's)."""
+        split = None if uri is None else split_skill_uri(uri)
+        return split[0] if split is not None and split[0] in self._sources else None
 
     def _skills(self, namespace: str, viewer: Viewer | None) -> Iterator[LocalSkill]:
         source = self._sources.get(namespace)
@@ -109,6 +124,7 @@ class SkillCatalog:
 
     async def list_skills(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
         parsed = parse_params(ListSkillsParams, params)
+        await self._refresh()
         namespaces = list(self._sources)
         position = (
             ListingPosition(self._generation, tuple(START for _ in namespaces))
@@ -137,6 +153,7 @@ class SkillCatalog:
 
     async def get_skill(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
         uri = parse_params(GetSkillParams, params).uri
+        await self._refresh(self.upstream_of(uri))
         found = self._skill_at(uri, viewer)
         if found is None or uri != skill_uri(found[0], found[1].path, SKILL_FILE):
             raise InvalidParams(f"No skill is served at {uri}")
@@ -160,16 +177,26 @@ class SkillCatalog:
 
     async def read_resource(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
         uri = parse_params(ReadResourceParams, params).uri
-        found = self._skill_at(uri, viewer)
-        file = None if found is None else found[1].files.get(uri[len(skill_uri(found[0], found[1].path, "")) :])
+        file = self._file_at(uri, viewer)
+        namespace = self.upstream_of(uri)
+        if file is None and namespace in self._relayed:
+            await self._refresh(namespace)  # a file the upstream has listed since
+            file = self._file_at(uri, viewer)
         if file is None:
             raise InvalidParams(f"Resource not found: {uri}")
+        if file.relayed_from is not None and namespace is not None:
+            return {"contents": [await self._relayed[namespace].read(uri, file)], **self._cache(viewer)}
         return {"contents": [contents(uri, file)], **self._cache(viewer)}
+
+    def _file_at(self, uri: str, viewer: Viewer | None) -> SkillFile | None:
+        found = self._skill_at(uri, viewer)
+        return None if found is None else found[1].files.get(uri[len(skill_uri(found[0], found[1].path, "")) :])
 
     async def list_resources(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
         """Every file of every skill (a nested skill's once, as its own): what a client that does not know
         the extension sees of skills, ordinary resources, as the spec says it should."""
         cursor = parse_params(ListSkillsParams, params).cursor
+        await self._refresh()
         every = [
             listed(skill_uri(namespace, skill.path, path), skill, file)
             for namespace in self._sources
@@ -186,6 +213,7 @@ class SkillCatalog:
 
     async def read_directory(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
         parsed = parse_params(ReadDirectoryParams, params)
+        await self._refresh(self.upstream_of(parsed.uri))
         children = self._children(parsed.uri, viewer)
         if children is None:
             raise InvalidParams(f"{parsed.uri} is not a directory resource")
@@ -236,6 +264,11 @@ class SkillCatalog:
         return result
 
 
+def _relays(mount: Mount) -> bool:
+    """Whether the mount is an MCP upstream set to have its skills relayed (``relay_skills``)."""
+    return bool(getattr(getattr(mount.source, "settings", None), "relay_skills", False))
+
+
 def skill_tags(skill: LocalSkill, mount: Mount) -> tuple[str, ...]:
     """A skill's tags: its front matter's ``tags`` (a list of text, as prompt files give theirs) and
     those its upstream's override of the same name adds."""
@@ -255,7 +288,7 @@ def entry(namespace: str, skill: LocalSkill) -> dict[str, Any]:
         "uri": skill_uri(namespace, skill.path, SKILL_FILE),
         "frontmatter": skill.frontmatter,
         "resources": [
-            {"uri": skill_uri(namespace, skill.path, path), "digest": file.digest, "size": len(file.data)}
+            {"uri": skill_uri(namespace, skill.path, path), "digest": file.digest, "size": file.size}
             for path, file in skill.files.items()
         ],
     }
@@ -266,7 +299,7 @@ def listed(uri: str, skill: LocalSkill, file: SkillFile) -> dict[str, Any]:
     described by its front matter, as the spec asks, any other file by its file name."""
     if file.path == SKILL_FILE:
         return {"uri": uri, "name": skill.name, "description": skill.description, "mimeType": file.mime_type}
-    return {"uri": uri, "name": file.path.rsplit("/", 1)[-1], "mimeType": file.mime_type, "size": len(file.data)}
+    return {"uri": uri, "name": file.path.rsplit("/", 1)[-1], "mimeType": file.mime_type, "size": file.size}
 
 
 def contents(uri: str, file: SkillFile) -> dict[str, Any]:

@@ -29,7 +29,18 @@ def _valid_rate(value: str) -> str:
 
 
 Rate = Annotated[str, Field(min_length=3, max_length=200), AfterValidator(_valid_rate)]
-LimitedMethod = Literal["prompts/get", "completion/complete", "prompts/list", "tools/list", "tools/call"]
+LimitedMethod = Literal[
+    "prompts/get",
+    "completion/complete",
+    "prompts/list",
+    "tools/list",
+    "tools/call",
+    "skills/list",
+    "skills/get",
+    "resources/read",
+    "resources/directory/read",
+    "resources/list",
+]
 
 
 class LimitsSettings(_Section):

@@ -116,6 +116,9 @@ class StdioUpstream(_UpstreamSettings):
     """Requests in flight to this server at most (more are refused at once, -32603); unset:
     ``[gateway] max_requests_per_upstream``. A slow server then holds only its own share."""
     protocol: Literal["auto", "modern", "legacy"] = "auto"
+    relay_skills: bool = False
+    """Relay the server's Agent Skills (SEP-2640) when it declares the Skills extension, under
+    ``skill://<namespace>/...``, each file checked against its manifest's digest (``docs/skills.md``)."""
 
 
 class UpstreamOAuth(_Section):
@@ -150,6 +153,9 @@ class HttpUpstream(_UpstreamSettings):
     client_key: str | None = None
     oauth: UpstreamOAuth | None = None
     protocol: Literal["auto", "modern", "legacy"] = "auto"
+    relay_skills: bool = False
+    """Relay the server's Agent Skills (SEP-2640) when it declares the Skills extension, under
+    ``skill://<namespace>/...``, each file checked against its manifest's digest (``docs/skills.md``)."""
 
     @field_validator("url")
     @classmethod

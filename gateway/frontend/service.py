@@ -28,8 +28,8 @@ from gateway import __version__
 from gateway.catalog import prompt_tools
 from gateway.catalog.catalog import Catalog
 from gateway.catalog.policy import Viewer
-from gateway.frontend.skills import SKILL_METHODS, serve_skills, skill_capabilities
-from gateway.identity.audit import AUDITED, AuditTrail, prompt_of
+from gateway.frontend.skills import SKILL_METHODS, parse_skill_read, serve_skills, skill_capabilities
+from gateway.identity.audit import AUDITED, SKILL_READS, AuditTrail, prompt_of, skill_of
 from gateway.identity.principal import Identity
 from gateway.identity.rate_limits import RateLimits
 from gateway.observability.metrics import Metrics
@@ -83,8 +83,10 @@ Sees = Callable[[Viewer, frozenset[str]], bool]
 class Subscription:
     """One ``subscriptions/listen`` stream: woken by list changes it asked for, or by the server closing."""
 
-    def __init__(self, *, prompts: bool, tools: bool = False, viewer: Viewer | None = None) -> None:
-        self._prompts = prompts or tools  # the tool list changes with the prompts (prompt_tools.py)
+    def __init__(
+        self, *, prompts: bool, tools: bool = False, resources: bool = False, viewer: Viewer | None = None
+    ) -> None:
+        self._prompts = prompts or tools or resources  # tools and skill files change with the catalog
         self.viewer = viewer
         self._woken = anyio.Event()
         self._pending = False
@@ -187,6 +189,11 @@ class PromptService:
             capabilities.update(skill_capabilities())
         return capabilities
 
+    @property
+    def offers_skills(self) -> bool:
+        """Whether skills are served: a change is then announced as ``resources/list_changed`` too."""
+        return self._catalog().skills.offered
+
     async def modern(
         self, request: Request, notify: Notify, *, viewer: Viewer | None, who: Identity | None = None
     ) -> dict[str, Any]:
@@ -256,7 +263,9 @@ class PromptService:
         catalog = self._catalog()
         audited: AbstractContextManager[None] = nullcontext()
         parsed: GetPromptParams | CompleteParams | None = None
-        if self._audit is not None and method in AUDITED:
+        if self._audit is not None and method in SKILL_READS:
+            audited = self._audited_skill_read(catalog, method, params, who)
+        elif self._audit is not None and method in AUDITED:
             try:  # the audit reads the params before the catalog would: they are valid first (and once)
                 parsed = parse_params(_AUDITED_PARAMS[method], params)
             except InvalidParams as exc:
@@ -294,6 +303,20 @@ class PromptService:
                 raise MethodNotFound("Method not found: completion/complete (no upstream offers completions)")
             completion = parsed if isinstance(parsed, CompleteParams) else None
             return await catalog.complete(params, viewer=viewer, notify=notify, ask=ask, parsed=completion)
+
+    def _audited_skill_read(
+        self, catalog: Catalog, method: str, params: dict[str, Any] | None, who: Identity | None
+    ) -> AbstractContextManager[None]:
+        """A skill read's audit, as a prompt get's: its params checked first (an invalid one audited as
+        such), its URI and upstream named. Nothing is audited where no skill is served (-32601)."""
+        if self._audit is None or not catalog.skills.offered:
+            return nullcontext()
+        try:
+            parse_skill_read(method, params)
+        except InvalidParams as exc:
+            self._audit.invalid(who, method, params, exc.message)
+            raise
+        return self._audit.request(who, method, params, catalog.skills.upstream_of(skill_of(method, params)))
 
     async def _tools(self, catalog: Catalog, viewer: Viewer | None) -> dict[str, Any]:
         names = [prompt["name"] for prompt in (await catalog.all_prompts(viewer=viewer))["prompts"]]
@@ -348,19 +371,24 @@ class PromptService:
             raise InvalidParams("Invalid params: notifications must be an object naming what to listen for")
         prompts = wanted.get("promptsListChanged") is True
         tools = wanted.get("toolsListChanged") is True and self.prompts_as_tools
+        resources = wanted.get("resourcesListChanged") is True and self.offers_skills
         tag = {SUBSCRIPTION_ID_KEY: request.id}
-        subscription = Subscription(prompts=prompts, tools=tools, viewer=viewer)
+        subscription = Subscription(prompts=prompts, tools=tools, resources=resources, viewer=viewer)
         self._hub.add(subscription)
         try:
             honoured = {"promptsListChanged": True} if prompts else {}
             if tools:
                 honoured["toolsListChanged"] = True
+            if resources:
+                honoured["resourcesListChanged"] = True
             await notify("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": honoured})
             while await subscription.next_change():
                 if prompts:
                     await notify("notifications/prompts/list_changed", {"_meta": tag})
                 if tools:
                     await notify("notifications/tools/list_changed", {"_meta": tag})
+                if resources:  # skill files (docs/skills.md): the spec names no notification of its own
+                    await notify("notifications/resources/list_changed", {"_meta": tag})
             return {"_meta": tag}
         finally:
             self._hub.discard(subscription)

@@ -17,7 +17,16 @@ from typing import Any
 from gateway.catalog.policy import Viewer
 from gateway.catalog.skills import SkillCatalog
 from gateway.protocol.errors import MethodNotFound
-from gateway.protocol.skills import DIRECTORY_READ_METHOD, GET_METHOD, LIST_METHOD, extension_capability
+from gateway.protocol.models import parse_params
+from gateway.protocol.skills import (
+    DIRECTORY_READ_METHOD,
+    GET_METHOD,
+    LIST_METHOD,
+    GetSkillParams,
+    ReadDirectoryParams,
+    ReadResourceParams,
+    extension_capability,
+)
 
 _Handler = Callable[[SkillCatalog, dict[str, Any] | None, Viewer | None], Awaitable[dict[str, Any]]]
 
@@ -30,11 +39,21 @@ _HANDLERS: dict[str, _Handler] = {
     DIRECTORY_READ_METHOD: lambda skills, params, viewer: skills.read_directory(params, viewer=viewer),
 }
 SKILL_METHODS = frozenset(_HANDLERS)
+_READ_PARAMS: dict[str, type[GetSkillParams | ReadResourceParams | ReadDirectoryParams]] = {
+    GET_METHOD: GetSkillParams,
+    "resources/read": ReadResourceParams,
+    DIRECTORY_READ_METHOD: ReadDirectoryParams,
+}
+
+
+def parse_skill_read(method: str, params: dict[str, Any] | None) -> None:
+    """InvalidParams for a skill read whose params the catalog would refuse (the audit checks first)."""
+    parse_params(_READ_PARAMS[method], params)
 
 
 def skill_capabilities() -> dict[str, Any]:
     """What is added to the gateway's capabilities when it serves skills."""
-    return {"resources": {}, "extensions": extension_capability(directory_read=True)}
+    return {"resources": {"listChanged": True}, "extensions": extension_capability(directory_read=True)}
 
 
 async def serve_skills(

@@ -1,7 +1,8 @@
-"""The audit trail: one ``audit`` event per ``prompts/get``, ``completion/complete`` and refused request,
-saying who (typed: a static token by name, an access token by issuer and subject, the stdio client, or
-anonymous over HTTP where no credentials are asked), what (method, prompt, upstream), the outcome, why
-it failed in the gateway's words, and how long it took.
+"""The audit trail: one ``audit`` event per ``prompts/get``, ``completion/complete``, skill read
+(``skills/get``, ``resources/read``, ``resources/directory/read``: what a skill gives an agent) and
+refused request, saying who (typed: a static token by name, an access token by issuer and subject, the
+stdio client, or anonymous over HTTP where no credentials are asked), what (method, prompt or skill URI,
+upstream), the outcome, why it failed in the gateway's words, and how long it took.
 
 Arguments are named, never valued, unless the operator turns values on (``[server.audit]
 argument_values``): a prompt's arguments are where people paste what they are working on. Events go to
@@ -29,7 +30,8 @@ from gateway.protocol.errors import SAID_BY_THE_GATEWAY, RateLimited, UpstreamRe
 
 log = structlog.get_logger("gateway.audit")
 
-AUDITED = frozenset({"prompts/get", "completion/complete"})
+SKILL_READS = frozenset({"skills/get", "resources/read", "resources/directory/read"})
+AUDITED = frozenset({"prompts/get", "completion/complete"}) | SKILL_READS
 MAX_ARGUMENTS = 64
 MAX_VALUE_CHARS = 1024
 
@@ -54,7 +56,7 @@ def arguments_of(method: str, params: Mapping[str, Any] | None) -> dict[str, Any
 def prompt_of(method: str, params: Any) -> str | None:
     """The prompt a request names (a get's ``name``, a completion's ``ref.name``), whatever shape its
     params have: this reads what a client sent, valid or not (a refused request's body included)."""
-    if not isinstance(params, Mapping):
+    if not isinstance(params, Mapping) or method in SKILL_READS:
         return None
     if method == "prompts/get":
         name = params.get("name")
@@ -64,13 +66,29 @@ def prompt_of(method: str, params: Any) -> str | None:
     return name[:512] if isinstance(name, str) else None
 
 
+def skill_of(method: str, params: Any) -> str | None:
+    """The skill URI a skill read names (its ``uri``), whatever shape its params have."""
+    if method not in SKILL_READS or not isinstance(params, Mapping):
+        return None
+    uri = params.get("uri")
+    return uri[:512] if isinstance(uri, str) else None
+
+
+def _named(method: str, params: Any) -> dict[str, str | None]:
+    """What a request names, under its kind: a prompt, or for a skill read the skill URI as well."""
+    if method in SKILL_READS:
+        return {"prompt": None, "skill": skill_of(method, params)}
+    return {"prompt": prompt_of(method, params) if method in AUDITED else None}
+
+
 MAX_REFUSED_EVENTS = 32
 """A refused batch is audited a member at a time, up to this many (the rest are counted in the last)."""
 
 
 def asked_in(body: bytes | None) -> list[tuple[str, str | None]]:
-    """The method and prompt of each message a request body holds (a batch's members in order); empty
-    for a body that is no JSON-RPC request. A ``tools/call`` of ``get_prompt`` names its prompt too."""
+    """The method and prompt (a skill read's URI) of each message a request body holds (a batch's members
+    in order); empty for a body that is no JSON-RPC request. A ``tools/call`` of ``get_prompt`` names its
+    prompt too."""
     try:
         decoded = json.loads(body) if body else None
     except (ValueError, RecursionError):
@@ -84,7 +102,9 @@ def asked_in(body: bytes | None) -> list[tuple[str, str | None]]:
         if method == "tools/call" and isinstance(params, Mapping) and params.get("name") == "get_prompt":
             found.append((method, prompt_of("prompts/get", params.get("arguments"))))
         else:
-            found.append((method, prompt_of(method, params) if method in AUDITED else None))
+            found.append(
+                (method, skill_of(method, params) or (prompt_of(method, params) if method in AUDITED else None))
+            )
     return found
 
 
@@ -143,7 +163,7 @@ class AuditTrail:
         event: dict[str, Any] = {
             "who": (who or ANONYMOUS).described(),
             "method": method,
-            "prompt": prompt_of(method, params),
+            **_named(method, params),
             "upstream": upstream,
             "arguments": sorted(arguments),
         }
@@ -172,7 +192,7 @@ class AuditTrail:
         self.record(
             who=(who or ANONYMOUS).described(),
             method=method,
-            prompt=prompt_of(method, params),
+            **_named(method, params),
             outcome="error",
             code=-32602,
             reason=message[:300],
@@ -183,7 +203,7 @@ class AuditTrail:
         self.record(
             who=(who or ANONYMOUS).described(),
             method=method[:128],
-            prompt=prompt_of(method, params) if method in AUDITED else None,
+            **_named(method, params),
             outcome="rate_limited",
             code=refusal.code,
             limit=refusal.limit,
@@ -202,7 +222,8 @@ class AuditTrail:
         who = refusal.identity.described() if refusal.identity is not None else None
         shown = asked[:MAX_REFUSED_EVENTS]
         for index, (method, prompt) in enumerate(shown):
-            event: dict[str, Any] = {"who": who, "method": method, "prompt": prompt, "outcome": "refused"}
+            named = {"prompt": None, "skill": prompt} if method in SKILL_READS else {"prompt": prompt}
+            event: dict[str, Any] = {"who": who, "method": method, **named, "outcome": "refused"}
             event.update(status=refusal.status, reason=refusal.reason[:300])
             if index == len(shown) - 1 and len(asked) > len(shown):
                 event["more_in_batch"] = len(asked) - len(shown)

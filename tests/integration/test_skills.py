@@ -16,7 +16,7 @@ from mcp import Client, MCPError
 from pydantic import TypeAdapter
 
 from gateway.protocol.skills import EXTENSION_ID, Skill
-from tests.integration.helpers import ListChangedWatcher, gateway_params, write_config
+from tests.integration.helpers import ListChangedWatcher, gateway_params, running_gateway, sdk_upstream, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 RESULT = TypeAdapter(dict[str, Any])
@@ -133,3 +133,127 @@ async def test_skills_only_and_a_gateway_without_skills_shows_nothing_new(tmp_pa
             with pytest.raises(MCPError) as refused:
                 await call(client, method, {"uri": "skill://team/pdf-processing/SKILL.md"})
             assert refused.value.error.code == -32601, method
+
+
+async def test_skill_reads_are_audited_and_limited_per_method_over_http(tmp_path: Path) -> None:
+    """Each skill read is an audit event naming its URI and upstream (an unknown one with why, params
+    that do not validate as such), and ``[limits] methods`` limits each skill method by its name."""
+    root = skills_folder(tmp_path / "repo")
+    config = write_config(
+        tmp_path / "g.toml",
+        [files_upstream(root, "skills")],
+        server={"transport": "http", "port": 0},
+        limits={"methods": {"resources/read": "2/minute"}},
+    )
+    skill_md = "skill://team/pdf-processing/SKILL.md"
+    missing = "skill://team/pdf-processing/README.md"
+    async with running_gateway(config) as gateway:
+        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+            await call(client, "skills/get", {"uri": skill_md})
+            await call(client, "resources/directory/read", {"uri": "skill://team/pdf-processing"})
+            await call(client, "resources/read", {"uri": skill_md})
+            with pytest.raises(MCPError) as unknown:
+                await call(client, "resources/read", {"uri": missing})
+            assert unknown.value.error.code == -32602
+            with pytest.raises(MCPError) as limited:
+                await call(client, "resources/read", {"uri": skill_md})
+            assert limited.value.error.code == -32029
+            assert limited.value.error.data["limit"] == "resources/read"
+            await call(client, "skills/list", {})  # another method: not limited by resources/read's rate
+            with pytest.raises(MCPError) as invalid:
+                await call(client, "skills/get", {"uri": 7})
+            assert invalid.value.error.code == -32602
+
+        got = await gateway.wait_for_event("audit", method="skills/get", outcome="ok")
+        assert (got["skill"], got["upstream"], got["prompt"]) == (skill_md, "team", None)
+        assert got["who"] == {"kind": "anonymous", "name": "http"}
+        directory = await gateway.wait_for_event("audit", method="resources/directory/read")
+        assert (directory["skill"], directory["outcome"]) == ("skill://team/pdf-processing", "ok")
+        read = await gateway.wait_for_event("audit", method="resources/read", outcome="ok")
+        assert read["skill"] == skill_md
+        refused = await gateway.wait_for_event("audit", method="resources/read", outcome="error")
+        assert (refused["skill"], refused["code"]) == (missing, -32602)
+        assert refused["reason"] == f"Resource not found: {missing}"
+        over = await gateway.wait_for_event("audit", method="resources/read", outcome="rate_limited")
+        assert (over["skill"], over["limit"]) == (skill_md, "resources/read")
+        bad = await gateway.wait_for_event("audit", method="skills/get", outcome="error")
+        assert bad["code"] == -32602
+        assert "uri" in bad["reason"]
+
+
+def relaying(namespace: str, **env: str) -> dict[str, Any]:
+    return sdk_upstream(namespace, "skills_upstream", relay_skills=True, env=env)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_two_upstreams_skills_relayed_under_their_namespaces_and_checked(tmp_path: Path, mode: str) -> None:
+    """Two SDK upstreams serving the same skills at the same URIs: each is relayed under its namespace,
+    every request reaches the right one with its own URI (the upstream checks each against the spec), and
+    every file read back is the manifest's bytes. With a gateway's own skill folder beside them."""
+    root = skills_folder(tmp_path / "repo")
+    config = write_config(tmp_path / "c.toml", [relaying("a"), relaying("b"), files_upstream(root, "skills")])
+    async with Client(gateway_params(config), mode=mode, cache=None) as client:
+        assert client.server_capabilities.extensions == {EXTENSION_ID: {"directoryRead": True}}
+        listing = await call(client, "skills/list", {})
+        uris = [s["uri"] for s in listing["skills"]]
+        assert uris == [
+            "skill://a/acme/billing/refunds/SKILL.md",
+            "skill://a/pdf-processing/SKILL.md",
+            "skill://b/acme/billing/refunds/SKILL.md",
+            "skill://b/pdf-processing/SKILL.md",
+            "skill://team/pdf-processing/SKILL.md",
+        ]
+        for entry in listing["skills"]:
+            Skill.model_validate(entry)
+            for file in entry["resources"]:
+                data = await read_back(client, file["uri"])
+                assert (len(data), "sha256:" + hashlib.sha256(data).hexdigest()) == (file["size"], file["digest"])
+        refunds = next(s for s in listing["skills"] if s["uri"] == "skill://b/acme/billing/refunds/SKILL.md")
+        assert refunds["frontmatter"] == {"name": "refunds", "description": "How refunds are handled", "license": "MIT"}
+        assert (await call(client, "skills/get", {"uri": refunds["uri"]}))["skill"] == refunds
+        directory = await call(client, "resources/directory/read", {"uri": "skill://a/pdf-processing"})
+        assert {(r["uri"], r["mimeType"]) for r in directory["resources"]} == {
+            ("skill://a/pdf-processing/SKILL.md", "text/markdown"),
+            ("skill://a/pdf-processing/logo.png", "image/png"),
+            ("skill://a/pdf-processing/templates", "inode/directory"),
+        }
+        with pytest.raises(MCPError) as unknown:
+            await call(client, "skills/get", {"uri": "skill://a/nothing/SKILL.md"})
+        assert unknown.value.error.code == -32602
+
+
+async def test_a_relayed_file_whose_bytes_do_not_match_its_manifest_is_refused(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml",
+        [relaying("good"), relaying("bad", SKILLS_TAMPERED="1")],
+        server={"transport": "http", "port": 0},
+    )
+    async with running_gateway(config) as gateway:
+        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+            invoice = "skill://bad/pdf-processing/templates/invoice.md"
+            with pytest.raises(MCPError) as refused:
+                await call(client, "resources/read", {"uri": invoice})
+            assert refused.value.error.code == -32603
+            assert "do not match its manifest" in refused.value.error.message
+            assert "changed behind" not in refused.value.error.message
+            assert await read_back(client, "skill://good/pdf-processing/templates/invoice.md") == b"Invoice template\n"
+            assert await read_back(client, "skill://bad/pdf-processing/SKILL.md")  # only that file is refused
+        logged = await gateway.wait_for_event("skill_digest_mismatch")
+        assert (logged["upstream"], logged["skill_file"]) == ("bad", invoice)
+        audited = await gateway.wait_for_event("audit", method="resources/read", outcome="error")
+        assert (audited["skill"], audited["upstream"], audited["code"]) == (invoice, "bad", -32603)
+
+
+async def test_an_edited_skill_file_is_announced_as_a_resource_list_change(tmp_path: Path) -> None:
+    """Skill files are resources: a client that lists them hears ``resources/list_changed`` when one is
+    edited, with ``prompts/list_changed`` as before (the spec names no skills notification)."""
+    root = skills_folder(tmp_path / "repo")
+    config = write_config(tmp_path / "c.toml", [files_upstream(root, "skills")])
+    resources = ListChangedWatcher(t.ResourceListChangedNotification)
+    async with Client(gateway_params(config), mode="legacy", cache=None, message_handler=resources) as client:
+        assert client.server_capabilities.resources is not None
+        assert client.server_capabilities.resources.list_changed is True
+        await call(client, "skills/list", {})
+        await anyio.Path(root / ".claude/skills/pdf-processing/templates/invoice.md").write_text("Invoice v3\n")
+        await resources.wait()
+        assert await read_back(client, "skill://team/pdf-processing/templates/invoice.md") == b"Invoice v3\n"

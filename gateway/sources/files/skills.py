@@ -50,6 +50,15 @@ class SkillFile:
     data: bytes = field(repr=False)
     digest: str
     mime_type: str
+    relayed_from: str | None = None
+    """For a relayed upstream's file (``catalog/relayed_skills.py``): its URI there. Its bytes are not
+    held (``data`` is empty) but read from the upstream when asked for, and checked against ``digest``
+    and ``declared_size``, the upstream's manifest."""
+    declared_size: int | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.data) if self.declared_size is None else self.declared_size
 
 
 @dataclass(frozen=True)

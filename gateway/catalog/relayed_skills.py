@@ -1,0 +1,182 @@
+"""An MCP upstream's skills, relayed (SEP-2640): what it lists with ``skills/list``, served under the
+gateway's namespaced URIs, its files read from it on demand and checked against its own manifest.
+
+The upstream's ``skill://<skill path>/<file>`` is the gateway's ``skill://<namespace>/<skill path>/<file>``
+(the spec lets a server choose any prefix, and a skill URI is scoped to the server that serves it:
+two upstreams' ``skill://pdf/SKILL.md`` are two skills, ``skill://a/pdf`` and ``skill://b/pdf`` here).
+Entries are held in the shape the gateway's own skill folders have (``LocalSkill``) without their
+bytes, so policy, views, listing and directory reads treat both alike; ``resources/read`` asks the
+upstream for a file and passes its bytes on only when their SHA-256 digest and size are the manifest's.
+
+Only what the spec allows is relayed: an entry that breaks the spec's rules (``protocol/skills.py``),
+a skill under another scheme than ``skill://``, or one whose resources are ``"dynamic"`` (nothing to
+check its bytes against) is left out and logged. The manifest is asked for afresh on each listing
+and get, so an upstream's changed file changes the digest the gateway announces with it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import mimetypes
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+from pydantic import ValidationError
+
+from gateway.protocol.errors import UpstreamError, UpstreamProtocolError
+from gateway.protocol.models import describe
+from gateway.protocol.skills import (
+    LIST_METHOD,
+    SCHEME,
+    SKILL_FILE,
+    SKILL_MIME_TYPE,
+    ListSkillsResult,
+    Skill,
+    declares_extension,
+    digest_of,
+)
+
+if TYPE_CHECKING:
+    from gateway.sources.files.skills import LocalSkill, SkillFile
+
+log = structlog.get_logger("gateway.skills")
+
+MAX_PAGES = 100
+"""Pages of one upstream's ``skills/list`` read at most, so that a server paging for ever cannot hold a
+request (its skills beyond are not relayed)."""
+
+
+class Upstream(Protocol):
+    namespace: str
+    capabilities: dict[str, Any]
+
+    @property
+    def ready(self) -> bool: ...
+
+    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]: ...
+
+
+class DigestMismatch(UpstreamProtocolError):
+    """An upstream's file whose bytes are not what its manifest says: refused, never passed on."""
+
+
+class RelayedSkills:
+    """One upstream's skills as the skill catalog sees a source of them."""
+
+    offers_skills = True
+
+    def __init__(self, upstream: Upstream) -> None:
+        self._upstream = upstream
+        self.namespace = upstream.namespace
+        self.skills: dict[str, LocalSkill] = {}
+
+    @property
+    def ready(self) -> bool:
+        return self._upstream.ready
+
+    @property
+    def declares(self) -> bool:
+        return self._upstream.ready and declares_extension(self._upstream.capabilities)
+
+    async def refresh(self) -> None:
+        """Ask the upstream for its skills now. An upstream down, or not declaring the extension, has
+        none (its own skills only: the others are served as before)."""
+        if not self.declares:
+            self.skills = {}
+            return
+        found: dict[str, LocalSkill] = {}
+        cursor: str | None = None
+        try:
+            for _ in range(MAX_PAGES):
+                raw = await self._upstream.request(LIST_METHOD, {"cursor": cursor} if cursor else None)
+                page = ListSkillsResult.model_validate(raw)
+                for item in page.skills:
+                    skill = self._relayable(item)
+                    if skill is not None:
+                        found[skill.path] = skill
+                cursor = page.nextCursor
+                if not cursor:
+                    break
+        except (UpstreamError, ValidationError) as exc:
+            why = describe(exc) if isinstance(exc, ValidationError) else str(exc)
+            log.warning("upstream_skills_unavailable", upstream=self.namespace, reason=why[:300])
+            found = {}
+        self.skills = found
+
+    def _relayable(self, item: Mapping[str, Any]) -> LocalSkill | None:
+        from gateway.sources.files.skills import LocalSkill, SkillFile  # YAML: only where skills are served
+
+        try:
+            skill = Skill.model_validate(item)
+        except ValidationError as exc:
+            log.warning("upstream_skill_refused", upstream=self.namespace, reason=describe(exc)[:300])
+            return None
+        if not skill.uri.startswith(SCHEME) or not isinstance(skill.resources, list):
+            why = "not under skill://" if not skill.uri.startswith(SCHEME) else "its resources are dynamic"
+            log.warning("upstream_skill_not_relayed", upstream=self.namespace, skill=skill.uri[:512], reason=why)
+            return None
+        root = skill.uri[: -len(SKILL_FILE) - 1]
+        files = {
+            r.uri[len(root) + 1 :]: SkillFile(
+                r.uri[len(root) + 1 :],
+                b"",
+                r.digest,
+                _mime_type(r.uri),
+                relayed_from=r.uri,
+                declared_size=r.size,
+            )
+            for r in skill.resources
+        }
+        folders = {"/".join(p.split("/")[: i + 1]) for p in files for i in range(p.count("/"))}
+        frontmatter = dict(item["frontmatter"])
+        return LocalSkill(root[len(SCHEME) :], skill.uri, frontmatter, files, frozenset({"", *folders}))
+
+    async def read(self, uri: str, file: SkillFile) -> dict[str, Any]:
+        """The file's ``resources/read`` contents from the upstream, under the gateway's ``uri``, once
+        its bytes are checked against the manifest (DigestMismatch, logged, if they are not)."""
+        assert file.relayed_from is not None  # noqa: S101 - only relayed files are read here
+        raw = await self._upstream.request("resources/read", {"uri": file.relayed_from})
+        found = raw.get("contents")
+        item = found[0] if isinstance(found, list) and len(found) == 1 and isinstance(found[0], dict) else None
+        data = None if item is None or item.get("uri") != file.relayed_from else _bytes_of(item)
+        if item is None or data is None:
+            raise UpstreamProtocolError(
+                self.namespace, f"answered resources/read of {file.relayed_from} without that one file's contents"
+            )
+        if len(data) != file.size or digest_of(data) != file.digest:
+            log.warning(
+                "skill_digest_mismatch",
+                upstream=self.namespace,
+                skill_file=uri[:512],
+                manifest_digest=file.digest,
+                manifest_size=file.size,
+                digest=digest_of(data),
+                size=len(data),
+            )
+            raise DigestMismatch(
+                self.namespace,
+                f"sent {file.relayed_from} with bytes that do not match its manifest "
+                f"({len(data)} bytes, not {file.size}, or another digest): refused",
+            )
+        relayed = {k: v for k, v in item.items() if k in ("mimeType", "text", "blob", "_meta")}
+        return {"uri": uri, **relayed}
+
+
+def _bytes_of(item: Mapping[str, Any]) -> bytes | None:
+    """A resource's raw bytes: its text's UTF-8, or its blob decoded."""
+    if isinstance(item.get("text"), str):
+        return str(item["text"]).encode("utf-8")
+    if isinstance(item.get("blob"), str):
+        try:
+            return base64.b64decode(str(item["blob"]), validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    return None
+
+
+def _mime_type(uri: str) -> str:
+    if uri.endswith("/" + SKILL_FILE):
+        return SKILL_MIME_TYPE
+    return mimetypes.guess_type(uri.rsplit("/", 1)[-1])[0] or "application/octet-stream"
