@@ -236,12 +236,13 @@ def _import(args: argparse.Namespace) -> int:
     try:
         location = str(Path(args.file).resolve())
         named, project = client_of(location)
+        workspace = str(Path(args.workspace).resolve()) if args.workspace else None  # as clients record it
         with open(args.file, encoding="utf-8") as source:
             imported = import_client_config(
                 source.read(),
                 client=args.source if args.source != "auto" else named,
-                workspace=args.workspace or project,
-                project=args.workspace or project,
+                workspace=workspace or project,
+                project=workspace or project,
             )
         if args.output:
             with open(args.output, "x", encoding="utf-8") as target:

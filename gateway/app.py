@@ -155,7 +155,8 @@ class Gateway:
             self._start_upstream(upstream)
         self.catalog = self._build_catalog(self.config)
         self._tg.start_soon(self._announce_changes)
-        log.info("gateway_started", upstreams={c.namespace: c.state for c in self.connectors})
+        # a list, not a mapping by namespace: redaction blanks a key named like a secret ("secrets", "token")
+        log.info("gateway_started", upstreams=[{"upstream": c.namespace, "state": c.state} for c in self.connectors])
 
     def serving(self) -> None:
         """A front end reads its first requests now: the upstreams may start."""

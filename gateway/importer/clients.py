@@ -1,6 +1,8 @@
 """The MCP server lists of the clients people run, read as each client reads its own file (sans-IO):
-Claude Desktop, Claude Code (``.mcp.json``), Cursor, Windsurf (``mcpServers``), VS Code (``servers`` in
-``mcp.json``, ``mcp.servers`` in ``settings.json``, with ``inputs``) and Zed (``context_servers``).
+Claude Desktop, Claude Code (``.mcp.json``, and ``~/.claude.json``: the user's servers and, under
+``projects``, each project's own, where ``claude mcp add`` puts a server by default), Cursor, Windsurf
+(``mcpServers``), VS Code (``servers`` in ``mcp.json``, ``mcp.servers`` in ``settings.json``, with
+``inputs``) and Zed (``context_servers``).
 
 Files are JSON with comments and trailing commas (VS Code's own documentation writes them so), read
 with json5. Each client's variables are turned into what the gateway's config means by them, or named
@@ -90,6 +92,8 @@ def client_of(path: str) -> tuple[ClientFormat, str | None]:
         return "claude-desktop", None
     if name == ".mcp.json":
         return "claude-code", "/".join(parts[:-1]) or "/"
+    if name == ".claude.json":
+        return "claude-code", None
     if parent == ".cursor":
         return "cursor", project
     if parent == ".vscode" or (name in ("mcp.json", "settings.json") and "code" in lowered[-4:-1]):
@@ -113,11 +117,18 @@ def read_client_config(
         raise ConfigError(f"not valid JSON (comments and trailing commas are fine): {exc}") from exc
     if not isinstance(document, dict):
         raise ConfigError("the file holds no JSON object")
-    section, servers = _find_servers(document, client)
-    found = _SECTION_CLIENT[section] if client == "auto" else client
-    if found == "claude-desktop" and client == "auto" and _looks_like_claude_code(servers):
-        found = "claude-code"
-    result = ClientConfig(found)
+    section: tuple[str, ...]
+    projects = document.get("projects") if client in ("auto", "claude-code") else None
+    if isinstance(projects, dict) and isinstance(document.get("mcpServers", {}), dict):
+        found, section = "claude-code", ("mcpServers",)
+        result = ClientConfig(found)
+        servers = _claude_code_scopes(document, projects, workspace, result)
+    else:
+        section, servers = _find_servers(document, client)
+        found = _SECTION_CLIENT[section] if client == "auto" else client
+        if found == "claude-desktop" and client == "auto" and _looks_like_claude_code(servers):
+            found = "claude-code"
+        result = ClientConfig(found)
     inputs = _inputs(document, section)
     for name, spec in servers.items():
         if not isinstance(spec, dict):
@@ -146,6 +157,41 @@ def _find_servers(document: Mapping[str, Any], client: ClientFormat) -> tuple[tu
     wanted = " or ".join('"' + ".".join(p) + '"' for p in candidates)
     present = ", ".join(f'"{k}"' for k in list(document)[:8]) or "nothing"
     raise ConfigError(f"no {wanted} object with servers found (the file has {present})")
+
+
+def _claude_code_scopes(
+    document: Mapping[str, Any], projects: Mapping[str, Any], workspace: str | None, result: ClientConfig
+) -> dict[str, Any]:
+    """The servers Claude Code starts in ``workspace`` from ``~/.claude.json``: the user's own (top-level
+    ``mcpServers``) and that project's (``projects.<path>.mcpServers``, the default scope of ``claude mcp
+    add``), the project's winning a shared name as in Claude Code. Other projects' servers are named in
+    a warning rather than dropped without a word (they were, and a file with only those was refused as
+    holding no servers)."""
+    servers: dict[str, Any] = dict(document.get("mcpServers") or {})
+    wanted = (workspace.rstrip("/") or "/") if workspace else None
+    others: list[str] = []
+    for path, project in projects.items():
+        local = project.get("mcpServers") if isinstance(project, dict) else None
+        if not isinstance(local, dict) or not local:
+            continue
+        if (str(path).rstrip("/") or "/") == wanted:
+            servers.update(local)
+        else:
+            others.append(f"{path} ({', '.join(map(str, local))})")
+    unknown = wanted is not None and not any((str(p).rstrip("/") or "/") == wanted for p in projects)
+    how = "pass --workspace PROJECT_FOLDER to import that project's servers" + (
+        f" ({wanted} is none of them)" if unknown else ""
+    )
+    if others and not servers:
+        only = "; ".join(others)
+        raise ConfigError(
+            f'no servers of your own ("mcpServers") in the file, only projects\' (local scope): {only}: {how}'
+        )
+    if others:
+        result.warnings.append(f"projects' own servers (local scope) not imported: {'; '.join(others)}: {how} as well")
+    if not servers:
+        raise ConfigError('no servers in the file: neither your own ("mcpServers") nor any project\'s')
+    return servers
 
 
 def _looks_like_claude_code(servers: Mapping[str, Any]) -> bool:

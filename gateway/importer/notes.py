@@ -8,6 +8,8 @@ secret is never flagged for what it contains by chance. A value holds one when i
 - a word starting ``YOUR_``/``YOUR-`` (any case): ``YOUR_API_KEY``, ``your-token-here``;
 - three or more ``x`` standing alone or after a prefix: ``xxx``, ``sk-xxxxxxxx``, ``ghp_XXXX``;
 - ``REPLACE_ME`` or ``CHANGE_ME`` (also with ``-`` or nothing between);
+- a path through ``path/to/`` (any case): ``/path/to/server`` (Claude Code's documentation),
+  ``/ABSOLUTE/PATH/TO/PARENT/FOLDER/weather.py`` (the MCP quickstart's), ``C:\\path\\to\\x``;
 - an ellipsis (``...`` or ``…``): anywhere in an ``env`` or header value (``sk-...``), but in an
   argument, URL, command or folder only as the whole value (``./...`` is an argument Go tools take).
 
@@ -27,6 +29,8 @@ _ANYWHERE = re.compile(
     r"|(?<![A-Za-z0-9])(?:replace|change)[_-]?me(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
+_PATH_TO = re.compile(r"(?<![A-Za-z0-9])path[/\\]to[/\\]", re.IGNORECASE)
+_WORD = re.compile(r"[^\s\"']+")
 _ELLIPSIS = re.compile(r"\.\.\.|…")
 _VARIABLE = re.compile(r"\$\{[^}]*\}")
 _BARE_PYTHON = re.compile(r"python(?:3(?:\.\d+)?)?(?:\.exe)?", re.IGNORECASE)
@@ -38,6 +42,9 @@ def placeholder(value: str, *, secret: bool) -> str | None:
     found = _ANYWHERE.search(text)
     if found:
         return found.group(0)
+    through = _PATH_TO.search(text)
+    if through:  # the whole path it is part of: found first, so a long value is read once
+        return next(w.group(0) for w in _WORD.finditer(text) if w.start() <= through.start() < w.end())
     if secret:
         dots = _ELLIPSIS.search(text)
         return dots.group(0) if dots else None

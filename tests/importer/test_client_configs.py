@@ -3,6 +3,9 @@ trailing commas, inputs, workspace variables, bare URLs), imported into configs 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -188,3 +191,65 @@ def test_words_from_the_clients_file_cannot_add_to_the_config_or_steer_a_termina
     config = load_config(path, environ={"KEY": "k"})
     assert config.policy.deny == ()
     assert config.upstreams[0].command == "x\x85"
+
+
+def _import_command(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", "import", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def test_claude_codes_own_file_with_each_projects_servers(tmp_path: Path) -> None:
+    """``claude mcp add`` puts a server under its project in ``~/.claude.json`` by default (local scope):
+    import read only the top-level ``mcpServers`` and dropped the project's without a word, ignored
+    ``--workspace``, and refused a file holding only projects' servers as having none."""
+    project = tmp_path / "site"
+    project.mkdir()
+    claude_json = tmp_path / ".claude.json"
+    claude_json.write_text(
+        json.dumps(
+            {
+                "numStartups": 12,
+                "mcpServers": {
+                    "fetch": {"type": "stdio", "command": "uvx", "args": ["mcp-server-fetch"], "env": {}},
+                    "shared": {"type": "stdio", "command": "user-version", "args": [], "env": {}},
+                },
+                "projects": {
+                    str(project): {
+                        "allowedTools": [],
+                        "mcpServers": {
+                            "everything": {"type": "stdio", "command": "npx", "args": ["-y", "srv"], "env": {}},
+                            "shared": {"type": "stdio", "command": "project-version", "args": [], "env": {}},
+                        },
+                    },
+                    "/elsewhere": {"allowedTools": [], "mcpServers": {}},
+                },
+            }
+        )
+    )
+    mine = _import_command(str(claude_json), cwd=tmp_path)
+    assert mine.returncode == 0, mine.stderr
+    assert [u["namespace"] for u in load(tmp_path, mine.stdout)] == ["fetch", "shared"]
+    assert f"projects' own servers (local scope) not imported: {project} (everything, shared)" in mine.stderr
+    assert "--workspace PROJECT_FOLDER" in mine.stderr
+
+    with_project = _import_command(str(claude_json), "--workspace", "site", cwd=tmp_path)  # relative, as typed
+    assert with_project.returncode == 0, with_project.stderr
+    fetch, shared, everything = load(tmp_path, with_project.stdout)
+    assert (fetch["namespace"], everything["namespace"]) == ("fetch", "everything")
+    assert shared["command"] == "project-version"  # the project's wins a shared name, as in Claude Code
+    assert everything["cwd"] == str(project)  # started in the project, as Claude Code starts it
+    assert "not imported" not in with_project.stderr
+
+    only_projects = tmp_path / "only" / ".claude.json"
+    only_projects.parent.mkdir()
+    only_projects.write_text(json.dumps({"projects": {str(project): {"mcpServers": {"e": {"command": "npx"}}}}}))
+    refused = _import_command(str(only_projects), "--workspace", "/nowhere", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert f"only projects' (local scope): {project} (e): pass --workspace PROJECT_FOLDER" in refused.stderr
+    assert "(/nowhere is none of them)" in refused.stderr

@@ -132,6 +132,15 @@ def test_placeholders_and_a_bare_python_are_noted_where_they_stand(tmp_path: Pat
         ("a8Xxx9QvZ", True, None),
         ("boxxxed", False, None),
         ("<", False, None),
+        ("/path/to/server", False, "/path/to/server"),  # Claude Code's documentation
+        (
+            "/ABSOLUTE/PATH/TO/PARENT/FOLDER/weather/weather.py",  # the MCP quickstart's, for Claude Desktop
+            False,
+            "/ABSOLUTE/PATH/TO/PARENT/FOLDER/weather/weather.py",
+        ),
+        ("--config=C:\\path\\to\\cfg.json", False, "--config=C:\\path\\to\\cfg.json"),
+        ("/srv/xpath/top/a", False, None),
+        ("/srv/path/tools", False, None),
     ],
 )
 def test_the_placeholder_rule(value: str, secret: bool, found: str | None) -> None:

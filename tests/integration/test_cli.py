@@ -180,3 +180,20 @@ async def test_health_follows_the_configured_port(tmp_path: Path) -> None:
     not_http = await anyio.run_process(gateway_command(stdio, "health"), cwd=ROOT, check=False)
     assert not_http.returncode == 2
     assert "serves stdio" in not_http.stderr.decode()
+
+
+def test_an_upstream_named_like_a_secret_keeps_its_state_in_the_log(tmp_path: Path) -> None:
+    """The log's redaction blanks fields named like secrets, and ``gateway_started`` keyed each upstream's
+    state by its namespace: an upstream named ``secrets`` (a secrets manager's prompts) or ``token`` showed
+    ``[redacted]`` where its state belongs."""
+    config = write_config(
+        tmp_path / "g.toml", [demo_upstream("secrets", "writing"), demo_upstream("token", "engineering")]
+    )
+    serve = [*gateway_command(config, "serve"), "--log-level", "info"]
+    result = subprocess.run(serve, input="", capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    assert result.returncode == 0, result.stderr
+    (started,) = [e for e in map(json.loads, result.stderr.splitlines()) if e["event"] == "gateway_started"]
+    assert started["upstreams"] == [
+        {"upstream": "secrets", "state": "starting"},
+        {"upstream": "token", "state": "starting"},
+    ]

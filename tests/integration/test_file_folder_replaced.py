@@ -145,3 +145,28 @@ async def test_many_watched_folders_each_announce_their_edits(tmp_path: Path) ->
         with anyio.fail_after(60):
             while "t44__new" not in [p.name for p in (await client.list_prompts()).prompts]:
                 await changes.wait(60)
+
+
+async def test_a_note_or_a_broken_file_is_logged_once_not_at_every_read(tmp_path: Path) -> None:
+    """Every read of the folder logged every note and broken file again: twice at start (the read that
+    arms the watch), and again at each edit of another file."""
+    root = folder(tmp_path / "prompts", "fine")
+    commands = root / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "review-pr.md").write_text(
+        "---\nargument-hint: [pr-number] [priority] [assignee]\n---\nReview PR #$1 with priority $2, for $3.\n"
+    )
+    (root / "broken.md").write_text("{% for x in y %}never ended")
+    async with serving(tmp_path, root) as (gateway, client, changes):
+        await until_listed(client, changes, "fine", "review-pr")
+        (root / "later.md").write_text("Written later.")
+        await gateway.wait_for_event("prompt_files_changed", upstream="team", prompts=3)
+        (root / "broken.md").write_text("{% if x %}still not ended")
+        await gateway.wait_for_event("prompt_files_changed", upstream="team", prompts=3)
+    notes = [e["note"] for e in gateway.events if e.get("event") == "prompt_file_note"]
+    broken = [e["problem"] for e in gateway.events if e.get("event") == "prompt_file_broken"]
+    assert len(notes) == 1, notes
+    assert "review-pr.md" in notes[0]
+    assert len(broken) == 2, broken  # the first error, then the edit's other one
+    assert "endfor" in broken[0]
+    assert "endif" in broken[1]

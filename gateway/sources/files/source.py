@@ -275,6 +275,9 @@ class FilePromptSource:
         await self._settled.wait()
 
     def _load(self) -> None:
+        """Read the folder. A broken file or a note is logged when it appears, not at every read: each
+        edit, and the read that arms the watch, re-reads everything, and logged each again."""
+        known = {*self.problems.values(), *self.notes}
         if not self._root.is_dir():
             self.prompts, self.skills, self.problems, self.notes = {}, {}, {}, []
             self.state, self.last_error = "failed", f"{self._root} is not a directory"
@@ -294,9 +297,11 @@ class FilePromptSource:
         self.state = "ready"
         self.last_error = "; ".join(self.problems.values()) or None
         for problem in self.problems.values():
-            log.warning("prompt_file_broken", upstream=self.namespace, problem=problem)
+            if problem not in known:
+                log.warning("prompt_file_broken", upstream=self.namespace, problem=problem)
         for note in self.notes:
-            log.info("prompt_file_note", upstream=self.namespace, note=note)
+            if note not in known:
+                log.info("prompt_file_note", upstream=self.namespace, note=note)
 
     async def run(self) -> None:
         """Load, then reload on every change until cancelled (watching only where ``watch`` is on),
