@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 from pydantic import ValidationError
 
-from gateway.protocol.errors import UpstreamError, UpstreamProtocolError
+from gateway.protocol.errors import DigestMismatch, UpstreamError, UpstreamProtocolError
 from gateway.protocol.models import describe
 from gateway.protocol.skills import (
     LIST_METHOD,
@@ -56,10 +56,6 @@ class Upstream(Protocol):
     def ready(self) -> bool: ...
 
     async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]: ...
-
-
-class DigestMismatch(UpstreamProtocolError):
-    """An upstream's file whose bytes are not what its manifest says: refused, never passed on."""
 
 
 class RelayedSkills:

@@ -26,7 +26,7 @@ import structlog
 from gateway.config import AuditSettings
 from gateway.identity.principal import ANONYMOUS, Identity
 from gateway.observability.logs import json_text
-from gateway.protocol.errors import SAID_BY_THE_GATEWAY, RateLimited, UpstreamRejected
+from gateway.protocol.errors import SAID_BY_THE_GATEWAY, DigestMismatch, RateLimited, UpstreamRejected
 
 log = structlog.get_logger("gateway.audit")
 
@@ -178,7 +178,7 @@ class AuditTrail:
             event.update(outcome="error", code=code if isinstance(code, int) else None)
             if isinstance(exc, SAID_BY_THE_GATEWAY):  # never an upstream's words: they may quote a value
                 event["reason"] = exc.message[:300]
-            elif isinstance(exc, UpstreamRejected):
+            elif isinstance(exc, (UpstreamRejected, DigestMismatch)):
                 event["reason"] = exc.reason[:300]
             raise
         else:

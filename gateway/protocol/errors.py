@@ -17,6 +17,7 @@
           ├── UpstreamUnavailable    not connected / went away mid-request
           ├── UpstreamTimeout        no answer within the upstream's timeout_s
           ├── UpstreamProtocolError  answered, but not with a valid MCP result
+          │    └── DigestMismatch    a relayed skill file whose bytes are not its manifest's
           ├── UpstreamUnsupported    answered validly, with something the client's revision cannot carry
           └── UpstreamRejected       answered with a JSON-RPC error: its code/message/data are relayed
 
@@ -147,6 +148,15 @@ class UpstreamProtocolError(UpstreamError):
     pass
 
 
+class DigestMismatch(UpstreamProtocolError):
+    """An upstream's skill file whose bytes are not what its manifest says: refused, never passed on.
+    ``reason``: the audit's words for it, which name no file (the upstream chose its URI)."""
+
+    def __init__(self, upstream: str, message: str) -> None:
+        super().__init__(upstream, message)
+        self.reason = f"Upstream '{upstream}' served bytes that do not match the skill's manifest"
+
+
 class UpstreamUnsupported(UpstreamError):
     pass
 
@@ -170,5 +180,5 @@ SAID_BY_THE_GATEWAY = (ClientError, UpstreamTimeout, UpstreamUnavailable)
 """Errors whose words are the gateway's own (an unknown prompt, params that do not validate, an upstream
 down or slow): the audit's ``reason`` and a span's status may carry them. An upstream's own message (an
 ``UpstreamRejected``'s, or what an answer that could not be relayed held) may quote an argument's
-value: what records it stays in the operator's hands (the audit records an ``UpstreamRejected``'s
-``reason`` instead)."""
+value: what records it stays in the operator's hands (the audit records an ``UpstreamRejected``'s or a
+``DigestMismatch``'s ``reason`` instead)."""

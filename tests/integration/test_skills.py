@@ -242,6 +242,7 @@ async def test_a_relayed_file_whose_bytes_do_not_match_its_manifest_is_refused(t
         assert (logged["upstream"], logged["skill_file"]) == ("bad", invoice)
         audited = await gateway.wait_for_event("audit", method="resources/read", outcome="error")
         assert (audited["skill"], audited["upstream"], audited["code"]) == (invoice, "bad", -32603)
+        assert audited["reason"] == "Upstream 'bad' served bytes that do not match the skill's manifest"
 
 
 async def test_an_edited_skill_file_is_announced_as_a_resource_list_change(tmp_path: Path) -> None:
