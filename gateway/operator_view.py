@@ -16,8 +16,9 @@ from gateway.catalog.policy import Rules
 from gateway.config import FilesUpstream, HttpUpstream
 from gateway.explaining import caller_layers
 
-SHOWN_OF_AN_AUDIT_EVENT = ("timestamp", "who", "method", "prompt", "outcome", "code", "status", "reason")
-"""What the page shows of an audit event, and all it is sent of one (not an argument's value, if kept)."""
+SHOWN_OF_AN_AUDIT_EVENT = ("timestamp", "who", "method", "prompt", "skill", "outcome", "code", "status", "reason")
+"""What the page shows of an audit event, and all it is sent of one (not an argument's value, if kept):
+a skill read's ``skill`` URI shows where a get's ``prompt`` does."""
 
 
 class GatewayOperatorView:

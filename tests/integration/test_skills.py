@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp.types as t
 import pytest
 from mcp import Client, MCPError
@@ -226,23 +228,44 @@ async def test_a_relayed_file_whose_bytes_do_not_match_its_manifest_is_refused(t
     config = write_config(
         tmp_path / "c.toml",
         [relaying("good"), relaying("bad", SKILLS_TAMPERED="1")],
-        server={"transport": "http", "port": 0},
+        server={"transport": "http", "port": 0, "admin": {"enabled": True}},  # the page: loopback callers only
     )
-    async with running_gateway(config) as gateway:
-        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
-            invoice = "skill://bad/pdf-processing/templates/invoice.md"
-            with pytest.raises(MCPError) as refused:
-                await call(client, "resources/read", {"uri": invoice})
-            assert refused.value.error.code == -32603
-            assert "do not match its manifest" in refused.value.error.message
-            assert "changed behind" not in refused.value.error.message
-            assert await read_back(client, "skill://good/pdf-processing/templates/invoice.md") == b"Invoice template\n"
-            assert await read_back(client, "skill://bad/pdf-processing/SKILL.md")  # only that file is refused
+    async with running_gateway(config) as gateway, httpx.AsyncClient(base_url=gateway.url) as http:
+        async with http.stream("GET", "/admin/events", timeout=30) as events:
+            lines = events.aiter_lines()
+            assert (await anext(lines)).startswith("event: upstreams")  # open before the read: it is pushed
+            async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+                invoice = "skill://bad/pdf-processing/templates/invoice.md"
+                with pytest.raises(MCPError) as refused:
+                    await call(client, "resources/read", {"uri": invoice})
+                assert refused.value.error.code == -32603
+                assert "do not match its manifest" in refused.value.error.message
+                assert "changed behind" not in refused.value.error.message
+                good = "skill://good/pdf-processing/templates/invoice.md"
+                assert await read_back(client, good) == b"Invoice template\n"
+                assert await read_back(client, "skill://bad/pdf-processing/SKILL.md")  # only that file is refused
+            pushed: list[dict[str, Any]] = []
+            with anyio.fail_after(60):  # what the open page is sent; its script shows a skill where a prompt goes
+                async for line in lines:
+                    if line == "event: audit":
+                        pushed = json.loads((await anext(lines)).removeprefix("data: "))
+                    if any(e["skill"] == invoice for e in pushed):
+                        break
+        reason = "Upstream 'bad' served bytes that do not match the skill's manifest"
+        assert {"skill": invoice, "prompt": None, "outcome": "error", "code": -32603, "reason": reason}.items() <= next(
+            e for e in pushed if e["skill"] == invoice
+        ).items()
+        page = (await http.get("/admin")).text  # what a page loaded now is sent
+        table = page.split('<table id="audit">', 1)[1].split("</table>", 1)[0]
+        row = next(row for row in table.split("<tr>") if invoice in row)
+        assert f"<td>{invoice}</td>" in row
+        assert "<td>error -32603</td>" in row
+        assert "served bytes that do not match the skill&#39;s manifest" in row
         logged = await gateway.wait_for_event("skill_digest_mismatch")
         assert (logged["upstream"], logged["skill_file"]) == ("bad", invoice)
         audited = await gateway.wait_for_event("audit", method="resources/read", outcome="error")
         assert (audited["skill"], audited["upstream"], audited["code"]) == (invoice, "bad", -32603)
-        assert audited["reason"] == "Upstream 'bad' served bytes that do not match the skill's manifest"
+        assert audited["reason"] == reason
 
 
 async def test_an_edited_skill_file_is_announced_as_a_resource_list_change(tmp_path: Path) -> None:

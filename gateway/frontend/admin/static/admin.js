@@ -37,7 +37,7 @@ function replaceRows(tableId, rows, cellsOf) {
 
 const catalogCells = (p) => [p.name, p.upstream, p.local, p.overridden, p.tags, p.seen_by];
 const outcomeOf = (e) => [e.outcome, e.code ?? e.status ?? ""].join(" ").trim();  // a code 0 is a code too
-const auditCells = (e) => [e.timestamp, e.who, e.method || "", e.prompt || "", outcomeOf(e), e.reason || ""];
+const auditCells = (e) => [e.timestamp, e.who, e.method || "", e.prompt || e.skill || "", outcomeOf(e), e.reason || ""];
 
 function listen() {
   const events = new EventSource(document.body.dataset.events);
