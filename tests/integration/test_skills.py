@@ -19,6 +19,7 @@ from pydantic import TypeAdapter
 
 from gateway.protocol.skills import EXTENSION_ID, Skill
 from tests.integration.helpers import ListChangedWatcher, gateway_params, running_gateway, sdk_upstream, write_config
+from tests.integration.test_operator_page import chromium
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 RESULT = TypeAdapter(dict[str, Any])
@@ -266,6 +267,28 @@ async def test_a_relayed_file_whose_bytes_do_not_match_its_manifest_is_refused(t
         audited = await gateway.wait_for_event("audit", method="resources/read", outcome="error")
         assert (audited["skill"], audited["upstream"], audited["code"]) == (invoice, "bad", -32603)
         assert audited["reason"] == reason
+
+
+async def test_the_open_page_shows_a_skill_read_where_a_prompt_goes(tmp_path: Path) -> None:
+    """The page's script draws a pushed skill read with its skill URI in the prompt column."""
+    executable = chromium()
+    from playwright.async_api import async_playwright, expect
+
+    server = {"transport": "http", "port": 0, "admin": {"enabled": True}}
+    config = write_config(tmp_path / "c.toml", [relaying("bad", SKILLS_TAMPERED="1")], server=server)
+    async with running_gateway(config) as gateway, async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        page = await browser.new_page()
+        await page.goto(f"{gateway.url}/admin")
+        await expect(page.locator("tr[data-upstream=bad] td.state")).to_have_text("ready", timeout=30_000)
+        invoice = "skill://bad/pdf-processing/templates/invoice.md"
+        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+            with pytest.raises(MCPError):
+                await call(client, "resources/read", {"uri": invoice})
+        row = page.locator("#audit tbody tr", has_text="error -32603")  # pushed to the open page
+        await expect(row.locator("td").nth(3)).to_have_text(invoice, timeout=30_000)
+        await expect(row).to_contain_text("served bytes that do not match the skill's manifest")
+        await browser.close()
 
 
 async def test_an_edited_skill_file_is_announced_as_a_resource_list_change(tmp_path: Path) -> None:
