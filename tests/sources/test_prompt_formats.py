@@ -46,6 +46,11 @@ def command(body: str, path: str = ".claude/commands/c.md") -> FilePrompt:
         ("No placeholder here.", "extra text", "No placeholder here.\n\nARGUMENTS: extra text"),
         ("No placeholder here.", "", "No placeholder here."),
         (r"Literal \$ARGUMENTS and \$0, then $0", "x", "Literal $ARGUMENTS and $0, then x"),
+        # Claude Code 2.1.332's own rules, checked against its published build's substitution:
+        ("Pay $1abc, $2_x and $0", "a b c", "Pay $1abc, $2_x and a"),  # $N followed by a word character is text
+        (r"Escaped \$1abc", "x", "Escaped $1abc\n\nARGUMENTS: x"),  # the backslash goes before any digit
+        (r"Doubled \\$ARGUMENTS", "x", r"Doubled \\x"),  # a doubled backslash escapes nothing
+        (r"Not a placeholder: \$, \$x, \ARGUMENTS", "", r"Not a placeholder: \$, \$x, \ARGUMENTS"),
         (
             "Deploy ${{ github.sha }} with !`git status` and @src/a.py",
             "",
@@ -97,6 +102,9 @@ def test_named_arguments_from_the_front_matter() -> None:
     assert rendered == "Move Search Bar from React to Vue ('Search Bar' React Vue; first Search Bar; $targets stays)"
     listed = command("---\narguments: [a, b]\n---\n$a/$b")
     assert text(listed, a="1") == "1/"
+    # as in Claude Code: a name followed by "[" is not the argument, and an escaped one is its text
+    indexed = command("---\narguments: [a]\n---\n$a[0] \\$a $a")
+    assert text(indexed, a="v") == "$a[0] $a v"
 
 
 @pytest.mark.parametrize(

@@ -5,14 +5,19 @@ and skills "are loaded identically"):
 - ``$ARGUMENTS`` is everything typed after the command, as typed.
 - ``$ARGUMENTS[N]`` and its shorthand ``$N`` are the N-th argument, **0-based**, the arguments split
   shell-style (quotes group words and are removed; unbalanced quotes fall back to splitting on
-  whitespace). One that receives no word is left as written, as Claude Code 2.1 leaves it: so
-  ``$5,000``, ``$100``, ``awk '{print $4}'`` and SQL's ``$3`` keep their text.
+  whitespace). ``$N`` is one only where no letter, digit or ``_`` follows (``$1abc`` is text). One that
+  receives no word is left as written: so ``$5,000``, ``$100``, ``awk '{print $4}'`` and SQL's ``$3``
+  keep their text.
 - ``$name`` is a named argument when the front matter lists ``arguments`` (a YAML list, or names
-  separated by spaces), mapped to the positions in order.
+  separated by spaces), mapped to the positions in order; one followed by a letter, digit, ``_`` or
+  ``[`` is not.
 - When none of these received anything (no ``$ARGUMENTS``, no named argument, no ``$N`` that had a
   word) and arguments are given, they are appended as ``ARGUMENTS: <value>``.
-- The gateway's reading: ``\\$ARGUMENTS``, ``\\$0``, ``\\$name`` (a backslash before a placeholder) are
-  the placeholder's own text, unsubstituted.
+- A backslash before ``$`` and a digit, ``ARGUMENTS`` or a named argument escapes it: the backslash is
+  dropped and the rest is text (``\\$ARGUMENTS`` is ``$ARGUMENTS``); a doubled backslash escapes nothing.
+
+These are the rules of Claude Code 2.1.332's own substitution (read from its published build, December
+2026), not only of its documentation, which leaves the last two unsaid.
 
 Substitution is one pass: what a value contains (``$5``, ``$1``, ``$ARGUMENTS``) reaches the model as it
 is. What only Claude Code itself can resolve passes through untouched: ``!`command``` (never run here),
@@ -35,7 +40,9 @@ from gateway.sources.files.common import Argument, FrontMatter, as_names, first_
 ARGUMENTS = "arguments"
 """The MCP argument holding what a person would type after the command."""
 _NAMED = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-_BUILT_IN = r"ARGUMENTS\[(?P<index>\d+)\]|ARGUMENTS|(?P<short>\d+)"
+_WORD = "A-Za-z0-9_"
+"""What may not follow ``$N`` or ``$name`` (JavaScript's ASCII ``\\w``, which Claude Code's patterns use)."""
+_BUILT_IN = rf"ARGUMENTS\[(?P<index>[0-9]+)\]|(?P<short>[0-9]+)(?![{_WORD}])|ARGUMENTS"
 
 
 @dataclass(frozen=True)
@@ -48,8 +55,10 @@ class ClaudeCommand:
     @property
     def _placeholder(self) -> re.Pattern[str]:
         named = "|".join(re.escape(n) for n in sorted(self.names, key=len, reverse=True))
-        forms = _BUILT_IN + (f"|(?P<name>{named})(?![A-Za-z0-9_])" if named else "")
-        return re.compile(rf"(?P<escaped>\\)?\$(?:{forms})")
+        name_form = rf"(?:{named})(?![\[{_WORD}])" if named else None
+        forms = (rf"(?P<name>{name_form})|" if name_form else "") + _BUILT_IN
+        escapable = "[0-9]|ARGUMENTS" + (f"|{name_form}" if name_form else "")
+        return re.compile(rf"(?P<escaped>(?<!\\)\\\$(?={escapable}))|\$(?:{forms})")
 
     def arguments(self, hint: str | None) -> tuple[Argument, ...]:
         """What an MCP client is offered: each named argument (described by its part of the hint, when
@@ -75,7 +84,7 @@ class ClaudeCommand:
         def substitute(match: re.Match[str]) -> str:
             nonlocal received
             if match.group("escaped") is not None:
-                return match.group(0)[1:]
+                return "$"  # what follows is text: the scan goes on after the dollar
             if match.group("index") is not None or match.group("short") is not None:
                 index = int(match.group("index") or match.group("short"))
                 if index >= len(words):
