@@ -130,9 +130,14 @@ class Gateway:
     def _rate_limits(self, config: Config) -> RateLimits:
         """The limits of ``config``, counted where the counts so far are (a reload keeps them)."""
         if config.cluster.redis_url != self._limit_counts.redis_url:
-            self._limit_counts = Counts(config.cluster.redis_url, config.limits.storage_timeout_s)
+            replaced, self._limit_counts = self._limit_counts, Counts(config.cluster.redis_url, config.limits.storage_timeout_s)
+            self._tg.start_soon(replaced.aclose)  # the old Redis's connections are not left open
         self._limit_counts.timeout_s = config.limits.storage_timeout_s
         return RateLimits(config.limits, self._limit_counts, tokens=config.server.tokens, views=config.server.views)
+
+    async def close_limit_counts(self) -> None:
+        """The rate limits' Redis connections, closed at the stop (never made where no limit is set)."""
+        await self._limit_counts.aclose()
 
     @staticmethod
     def _token_rules(config: Config) -> dict[str, Rules]:
@@ -355,6 +360,8 @@ async def run_gateway(
             finally:
                 tg.cancel_scope.cancel()
                 gateway.audit.close()
+                with anyio.CancelScope(shield=True):
+                    await gateway.close_limit_counts()
     finally:
         with anyio.CancelScope(shield=True):
             if subreaper:  # every upstream has stopped: what they left behind goes with them

@@ -4,8 +4,11 @@ counts alone, at once, never a request waiting on it."""
 
 from __future__ import annotations
 
+import sys
+
 import anyio
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from gateway.config import ClaimMatch, LimitsSettings, PolicyRules, TokenSettings, ViewSettings, parse_config
 from gateway.identity.principal import LOCAL, Identity
@@ -178,3 +181,75 @@ def test_a_rate_that_is_none_is_refused_with_the_reason(rate: str) -> None:
     with pytest.raises(ConfigError) as refused:
         parse_config({"limits": {"rate": rate}})
     assert "limits.rate" in refused.value.message
+
+
+
+async def redis_clients(url: str) -> int:
+    """How many connections the Redis at ``url`` holds, besides the one asking."""
+    from redis.asyncio import Redis
+
+    asking = Redis.from_url(url)
+    try:
+        return len(await asking.client_list()) - 1
+    finally:
+        await asking.aclose()
+
+
+STOP_THEN_WAIT = """
+import sys, anyio
+from gateway.app import run_gateway
+from gateway.config import parse_config
+from gateway.identity.principal import Identity
+
+def config(url):
+    return parse_config({"limits": {"rate": "100/minute"}, "cluster": {"redis_url": url}})
+
+async def main():
+    async with run_gateway(config(sys.argv[1])) as gateway:
+        await gateway.rate_limits.admit(Identity.token("ci"), "prompts/get")
+        print("counted", flush=True)
+        sys.stdin.readline()
+        await gateway.reload(config(sys.argv[2]))
+        await gateway.rate_limits.admit(Identity.token("ci"), "prompts/get")
+        print("reloaded", flush=True)
+        sys.stdin.readline()
+    print("stopped", flush=True)  # the process lives on: what it left open is still open
+    sys.stdin.readline()
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.anyio
+async def test_a_stopped_or_reloaded_gateway_leaves_no_connection_to_the_limits_redis() -> None:
+    """The limits' Redis connections stayed open until the process exited: after a reload onto another
+    Redis, and after the gateway stopped inside a program that goes on (an embedding one, a test)."""
+    async with redis_server() as first, redis_server() as second:
+        command = [sys.executable, "-c", STOP_THEN_WAIT, first.url, second.url]
+        async with await anyio.open_process(command, stderr=None) as process:
+            assert process.stdin is not None and process.stdout is not None
+            lines = BufferedByteReceiveStream(process.stdout)
+
+            async def step(said: bytes) -> None:
+                with anyio.fail_after(30):
+                    while await lines.receive_until(b"\n", 65536) != said:
+                        pass  # the gateway's log lines, unconfigured in this program
+                if said != b"stopped":
+                    return
+                with anyio.fail_after(10):
+                    while await redis_clients(second.url):  # closing is awaited, not slept on
+                        await anyio.sleep(0.02)
+
+            await step(b"counted")
+            assert await redis_clients(first.url) >= 1
+            await process.stdin.send(b"\n")
+            await step(b"reloaded")
+            with anyio.fail_after(10):
+                while await redis_clients(first.url):  # the replaced Redis's connections go by a task
+                    await anyio.sleep(0.02)
+            assert await redis_clients(second.url) >= 1
+            await process.stdin.send(b"\n")
+            await step(b"stopped")
+            assert await redis_clients(second.url) == 0
+            await process.stdin.send(b"\n")
+            assert await process.wait() == 0
