@@ -130,7 +130,8 @@ class Gateway:
     def _rate_limits(self, config: Config) -> RateLimits:
         """The limits of ``config``, counted where the counts so far are (a reload keeps them)."""
         if config.cluster.redis_url != self._limit_counts.redis_url:
-            replaced, self._limit_counts = self._limit_counts, Counts(config.cluster.redis_url, config.limits.storage_timeout_s)
+            replaced = self._limit_counts
+            self._limit_counts = Counts(config.cluster.redis_url, config.limits.storage_timeout_s)
             self._tg.start_soon(replaced.aclose)  # the old Redis's connections are not left open
         self._limit_counts.timeout_s = config.limits.storage_timeout_s
         return RateLimits(config.limits, self._limit_counts, tokens=config.server.tokens, views=config.server.views)

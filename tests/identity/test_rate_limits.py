@@ -227,7 +227,8 @@ async def test_a_stopped_or_reloaded_gateway_leaves_no_connection_to_the_limits_
     async with redis_server() as first, redis_server() as second:
         command = [sys.executable, "-c", STOP_THEN_WAIT, first.url, second.url]
         async with await anyio.open_process(command, stderr=None) as process:
-            assert process.stdin is not None and process.stdout is not None
+            assert process.stdin is not None
+            assert process.stdout is not None
             lines = BufferedByteReceiveStream(process.stdout)
 
             async def step(said: bytes) -> None:
