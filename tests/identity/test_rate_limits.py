@@ -183,7 +183,6 @@ def test_a_rate_that_is_none_is_refused_with_the_reason(rate: str) -> None:
     assert "limits.rate" in refused.value.message
 
 
-
 async def redis_clients(url: str) -> int:
     """How many connections the Redis at ``url`` holds, besides the one asking."""
     from redis.asyncio import Redis
