@@ -118,6 +118,12 @@ deny = ["docs__secret_*"]
         ({"upstreams": [remote(url="http://[::1/mcp")]}, "upstreams[0].url: Invalid IPv6 URL"),
         ({"upstreams": [remote(url="http://h:99999/mcp")]}, "upstreams[0].url: Port out of range"),
         ({"upstreams": [remote(url="http:///mcp")]}, "upstreams[0].url: the URL has no host"),
+        # a NUL byte cannot reach a process: under uvloop the server started with its text cut short
+        ({"upstreams": [upstream(args=["--db", "a\x00b"])]}, "upstreams[0].args: holds a NUL byte"),
+        ({"upstreams": [upstream(command="srv\x00")]}, "upstreams[0].command: holds a NUL byte"),
+        ({"upstreams": [upstream(cwd="/srv\x00")]}, "upstreams[0].cwd: holds a NUL byte"),
+        ({"upstreams": [upstream(env={"TOKEN": "s3\x00cret"})]}, "upstreams[0].env: TOKEN holds a NUL byte"),
+        ({"upstreams": [upstream(env={"A=B": "c"})]}, "upstreams[0].env: 'A=B' is not a variable name"),
     ],
 )
 def test_errors_name_the_key_path(data: dict[str, object], message: str) -> None:

@@ -120,6 +120,27 @@ class StdioUpstream(_UpstreamSettings):
     """Relay the server's Agent Skills (SEP-2640) when it declares the Skills extension, under
     ``skill://<namespace>/...``, each file checked against its manifest's digest (``docs/skills.md``)."""
 
+    @field_validator("command", "args", "cwd")
+    @classmethod
+    def _no_nul(cls, value: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
+        """A NUL byte cannot reach a process (the C strings end there): under uvloop the server started
+        with the text cut short, elsewhere its start failed each time; refused here, where it can be named."""
+        for text in (value,) if isinstance(value, str) else value or ():
+            if "\x00" in text:
+                raise ValueError("holds a NUL byte (\\u0000), which cannot be passed to a process")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _environment_passes(cls, value: dict[str, str]) -> dict[str, str]:
+        """The same for the environment, and a name with ``=`` (it would end the name early)."""
+        for name, text in value.items():
+            if not name or "=" in name or "\x00" in name:
+                raise ValueError(f"{name!r} is not a variable name (empty, or holding = or a NUL byte)")
+            if "\x00" in text:
+                raise ValueError(f"{name} holds a NUL byte (\\u0000), which cannot be passed to a process")
+        return value
+
 
 class UpstreamOAuth(_Section):
     """The gateway's own token for an upstream that is a protected resource itself: OAuth client
