@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import PurePath
 from typing import Any, Literal
 
 import json5
@@ -133,6 +135,12 @@ def read_client_config(
     for name, spec in servers.items():
         if not isinstance(spec, dict):
             continue
+        if _is_this_gateway(spec):
+            result.warnings.append(
+                f"{name}: this is prompt-gateway itself: left out (a gateway among its own servers would start "
+                "itself again, without end); point the client at the gateway instead of importing it"
+            )
+            continue
         disabled = spec.get("disabled") is True or spec.get("enabled") is False
         into = ClientConfig(found) if disabled else result  # a disabled server asks for no variable
         settings = _server(str(name), spec, found, _Variables(_INTERPOLATES.get(found), inputs, workspace, into), into)
@@ -170,14 +178,21 @@ def _claude_code_scopes(
     servers: dict[str, Any] = dict(document.get("mcpServers") or {})
     wanted = (workspace.rstrip("/") or "/") if workspace else None
     others: list[str] = []
+    turned_off: list[Any] = []
     for path, project in projects.items():
         local = project.get("mcpServers") if isinstance(project, dict) else None
+        mine = (str(path).rstrip("/") or "/") == wanted
+        if mine and isinstance(project, dict) and isinstance(project.get("disabledMcpServers"), list):
+            turned_off = project["disabledMcpServers"]  # `/mcp disable NAME` in that project
         if not isinstance(local, dict) or not local:
             continue
-        if (str(path).rstrip("/") or "/") == wanted:
+        if mine:
             servers.update(local)
         else:
             others.append(f"{path} ({', '.join(map(str, local))})")
+    for name in turned_off:
+        if isinstance(name, str) and isinstance(servers.get(name), dict):
+            servers[name] = {**servers[name], "disabled": True}  # imported as the project has it: turned off
     unknown = wanted is not None and not any((str(p).rstrip("/") or "/") == wanted for p in projects)
     how = "pass --workspace PROJECT_FOLDER to import that project's servers" + (
         f" ({wanted} is none of them)" if unknown else ""
@@ -192,6 +207,21 @@ def _claude_code_scopes(
     if not servers:
         raise ConfigError('no servers in the file: neither your own ("mcpServers") nor any project\'s')
     return servers
+
+
+_GATEWAY_PACKAGE = re.compile(r"^mcp-prompt-gateway(?:[\[=<>~!@].*)?$")
+"""The package as ``uvx``, ``pipx run`` or ``pip`` would be given it, with extras or a version."""
+
+
+def _is_this_gateway(spec: Mapping[str, Any]) -> bool:
+    """A client already pointed at the gateway: its ``prompt-gateway`` command (any path), or the package
+    run by ``uvx``/``pipx run`` or ``python -m gateway``."""
+    command, args = spec.get("command"), spec.get("args")
+    words = [command, *(args if isinstance(args, list) else [])]
+    names = [PurePath(w).name for w in words if isinstance(w, str)]
+    if "prompt-gateway" in names or any(_GATEWAY_PACKAGE.match(n) for n in names):
+        return True
+    return any(a == "-m" and b == "gateway" for a, b in pairwise(names))
 
 
 def _looks_like_claude_code(servers: Mapping[str, Any]) -> bool:
@@ -232,6 +262,17 @@ def _server(
         settings: dict[str, Any] = {"transport": transport, "url": text(url, f"{name}.url")}
         if isinstance(spec.get("headers"), dict) and spec["headers"]:
             settings["headers"] = {str(k): text(str(v), f"{name}.headers.{k}") for k, v in spec["headers"].items()}
+        elif isinstance(spec.get("oauth"), dict) or spec.get("headersHelper") or "auth" in spec:
+            result.warnings.append(
+                f"{name}: the client signs in to this server itself (OAuth in a browser, or a helper command): the "
+                "gateway cannot; give it a token under headers, or its own client credentials under oauth "
+                "(docs/configuration.md), or it will be refused (401)"
+            )
+        else:
+            result.warnings.append(
+                f"{name}: a remote server with no headers: if it asks for a sign-in (401, OAuth), the gateway cannot "
+                "sign in the way the client does; give it a token under headers or client credentials under oauth"
+            )
         return settings
     command, args, env = spec.get("command"), spec.get("args"), spec.get("env")
     if isinstance(command, dict):  # Zed's older shape: "command": {"path", "args", "env"}

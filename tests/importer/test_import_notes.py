@@ -4,6 +4,7 @@ copied as a value, a bare ``python``, and no ``HOME`` to set. Before, each passe
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -192,3 +193,44 @@ def test_the_command_says_it_all_on_stderr_and_help_names_every_client(tmp_path:
     ).stdout
     for client in ("Claude Desktop", "Claude Code", "Cursor", "Windsurf", "VS Code", "Zed"):
         assert client in " ".join(help_text.split())
+
+
+CLAUDE_JSON_PROJECT = {
+    "mcpServers": {
+        "fetch": {"type": "stdio", "command": "uvx", "args": ["mcp-server-fetch"], "env": {}},
+        "gateway": {
+            "type": "stdio",
+            "command": "/home/ada/.local/bin/prompt-gateway",
+            "args": ["serve", "--config", "/home/ada/gateway.toml"],
+            "env": {},
+        },
+        "gateway-uvx": {"type": "stdio", "command": "uvx", "args": ["mcp-prompt-gateway[telemetry]", "serve"]},
+        "gateway-module": {"type": "stdio", "command": "python3", "args": ["-m", "gateway", "serve"]},
+    },
+    "projects": {
+        "/work/site": {
+            "mcpServers": {
+                "linear": {"type": "http", "url": "https://mcp.linear.app/mcp"},
+                "sentry": {"type": "http", "url": "https://mcp.sentry.dev/mcp", "oauth": {"clientId": "abc"}},
+            },
+            "disabledMcpServers": ["fetch"],
+        }
+    },
+}
+
+
+def test_claude_codes_own_file_as_the_project_has_it(tmp_path: Path) -> None:
+    """Three things import passed without a word: a server turned off in the project with ``/mcp disable``
+    (``disabledMcpServers`` in ~/.claude.json) was imported turned on; a client already pointed at the
+    gateway had the gateway import itself as a server; and a remote server the client signs in to with
+    OAuth was imported as if a request without a token would do."""
+    imported = import_client_config(json.dumps(CLAUDE_JSON_PROJECT), workspace="/work/site")
+    assert "fetch: disabled in the client: written commented out (uncomment it to serve it)" in imported.warnings
+    for name in ("gateway", "gateway-uvx", "gateway-module"):
+        assert any(w.startswith(f"{name}: this is prompt-gateway itself: left out") for w in imported.warnings)
+    assert any(w.startswith("sentry: the client signs in to this server itself (OAuth") for w in imported.warnings)
+    assert any(
+        w.startswith("linear: a remote server with no headers: if it asks for a sign-in") for w in imported.warnings
+    )
+    assert servers(imported.toml, tmp_path) == ["linear", "sentry"]
+    assert servers(turned_on(imported.toml), tmp_path) == ["fetch", "linear", "sentry"]
