@@ -64,22 +64,20 @@ async def run(*command: str, timeout: float = 300) -> subprocess.CompletedProces
         return await anyio.run_process(list(command), cwd=ROOT / "interop", check=False)
 
 
+async def conformance(node: str, url: str, *arguments: str) -> tuple[int, str]:
+    """The official conformance suite's ``server`` command against ``url``: its exit code and its output
+    (both streams, colours taken out)."""
+    result = await run(node, str(MODULES / "conformance" / "dist" / "index.js"), "server", "--url", url, *arguments)
+    return result.returncode, re.sub(r"\x1b\[[0-9;]*m", "", result.stdout.decode() + result.stderr.decode())
+
+
 async def test_official_conformance_suite_handshake_revisions(node: str, tmp_path: Path) -> None:
     config = write_config(tmp_path / "c.toml", [conformance_upstream()], server=HTTP)
     async with running_gateway(config) as gw:
-        result = await run(
-            node,
-            str(MODULES / "conformance" / "dist" / "index.js"),
-            "server",
-            "--url",
-            f"{gw.url}/mcp",
-            "--spec-version",
-            "2025-11-25",
-            "--expected-failures",
-            "conformance-baseline.yml",
+        returncode, output = await conformance(
+            node, f"{gw.url}/mcp", "--spec-version", "2025-11-25", "--expected-failures", "conformance-baseline.yml"
         )
-    output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout.decode() + result.stderr.decode())
-    assert result.returncode == 0, output[-4000:]
+    assert returncode == 0, output[-4000:]
     for scenario in PROMPT_SCENARIOS:
         assert re.search(rf"{scenario}: [1-9]\d* passed, 0 failed", output), f"{scenario} did not pass"
 
@@ -91,17 +89,7 @@ async def test_official_conformance_suite_2026_07_28(node: str, tmp_path: Path) 
     config = write_config(tmp_path / "c.toml", [conformance_upstream()], server=HTTP)
     results = tmp_path / "results"
     async with running_gateway(config) as gw:
-        await run(
-            node,
-            str(MODULES / "conformance" / "dist" / "index.js"),
-            "server",
-            "--url",
-            f"{gw.url}/mcp",
-            "--requirements",
-            "2026-07-28",
-            "--output-dir",
-            str(results),
-        )
+        await conformance(node, f"{gw.url}/mcp", "--requirements", "2026-07-28", "--output-dir", str(results))
     not_applicable = yaml_lists(ROOT / "interop" / "conformance-2026-not-applicable.yml")
     passed: set[str] = set()
     failed: list[str] = []

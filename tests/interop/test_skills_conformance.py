@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import running_gateway, write_config
-from tests.interop.conftest import MODULES
-from tests.interop.test_peers import HTTP, run
+from tests.interop.test_peers import HTTP, conformance
 
 pytestmark = pytest.mark.anyio
 SCENARIOS = ("sep-2640-skills-enumeration", "sep-2640-skills-manifest", "sep-2640-skills-directory")
@@ -42,18 +41,11 @@ async def test_conformance_skills_scenarios(node: str, tmp_path: Path, version: 
     config = write_config(tmp_path / "c.toml", [upstream], server=HTTP)
     async with running_gateway(config) as gw:
         for scenario in SCENARIOS:
-            result = await run(
+            returncode, output = await conformance(
                 node,
-                str(MODULES / "conformance" / "dist" / "index.js"),
-                "server",
-                "--url",
                 f"{gw.url}/mcp",
-                "--scenario",
-                scenario,
-                "--spec-version",
-                version,
+                *("--scenario", scenario, "--spec-version", version),
                 "--force",  # extension scenarios are off the spec timeline: run them at either revision
             )
-            output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout.decode() + result.stderr.decode())
-            assert result.returncode == 0, output[-4000:]
+            assert returncode == 0, output[-4000:]
             assert re.search(r"Passed: ([1-9]\d*)/\1, 0 failed, 0 warnings", output), output[-4000:]

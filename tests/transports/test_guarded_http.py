@@ -61,10 +61,11 @@ BOUNDS = ConnectionBounds(
 
 
 @asynccontextmanager
-async def _serving(app: Starlette) -> AsyncIterator[int]:
+async def _serving(app: Starlette, bounds: ConnectionBounds = BOUNDS) -> AsyncIterator[int]:
+    """uvicorn behind the guard on a free loopback port, serving ``app`` until the block ends."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(app, http=guarded(HttpToolsProtocol, BOUNDS), log_config=None, lifespan="off")
+    config = uvicorn.Config(app, http=guarded(HttpToolsProtocol, bounds), log_config=None, lifespan="off")
     server = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: server.serve(sockets=[sock]))
@@ -133,9 +134,6 @@ async def _exchange(port: int, raw_request: bytes, *, until: Callable[[bytes], b
 
 async def test_uvicorn_behind_the_guard_serves_keep_alive_streamed_and_closing_answers() -> None:
     app = Starlette(routes=[Route("/plain", _plain, methods=["POST"]), Route("/streamed", _streamed)])
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
     bounds = ConnectionBounds(
         max_connections=10,
         max_connections_per_client=10,
@@ -143,13 +141,7 @@ async def test_uvicorn_behind_the_guard_serves_keep_alive_streamed_and_closing_a
         header_timeout_s=10,
         body_timeout_s=10,
     )
-    config = uvicorn.Config(app, http=guarded(HttpToolsProtocol, bounds), log_config=None, lifespan="off")
-    server = uvicorn.Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: server.serve(sockets=[sock]))
-        with anyio.fail_after(10):
-            while not server.started:
-                await anyio.sleep(0.01)
+    async with _serving(app, bounds) as port:
         post = b"POST /plain HTTP/1.1\r\nhost: t\r\ncontent-length: 5\r\n\r\nhello"
         two = await _exchange(port, post + post, until=lambda got: got.count(b"hello") == 2)  # kept alive
         assert two.count(b"HTTP/1.1 200 OK") == 2
@@ -164,4 +156,3 @@ async def test_uvicorn_behind_the_guard_serves_keep_alive_streamed_and_closing_a
         closing = post.replace(b"host: t\r\n", b"host: t\r\nconnection: close\r\n")
         closed = await _exchange(port, closing, until=lambda got: False)  # read until the server closes
         assert closed.endswith(b"\r\n\r\nhello")  # the answer was flushed before the close
-        server.should_exit = True
