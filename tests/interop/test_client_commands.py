@@ -23,6 +23,7 @@ import pytest
 
 from tests.integration.helpers import demo_upstream, running_gateway, write_config
 from tests.integration.services import free_port
+from tests.integration.test_lifecycle import all_gone, recorded_pids, stubborn
 from tests.interop.conftest import ROOT
 
 pytestmark = pytest.mark.anyio
@@ -120,3 +121,31 @@ async def test_the_claude_code_commands_of_the_readme(node: str, tmp_path: Path)
     assert listed.returncode == 0, output + listed.stderr.decode()
     connected = [line for line in output.splitlines() if "Connected" in line]
     assert len(connected) == 2, output  # it connected to each: the gateway over stdio and over HTTP
+
+
+async def test_claude_code_stopping_the_gateway_leaves_no_upstream_behind(node: str, tmp_path: Path) -> None:
+    """Claude Code 2.1 stops a stdio server with SIGINT, then SIGTERM 100 ms later and SIGKILL 400 ms after
+    that, to the server's pid alone (read from its build); the upstreams, each in a session of its own,
+    are not in it. Upstreams that ignore end of input and SIGTERM (with a child and a daemon each) must
+    still all be gone once Claude Code has stopped the gateway (no account needed: nothing is sent)."""
+    claude = PACKAGES / ".bin" / "claude"
+    if not claude.exists():
+        pytest.fail("the Claude Code CLI is not installed: npm ci --prefix interop")
+    config = write_config(tmp_path / "c.toml", [stubborn("calm", tmp_path), stubborn("deaf", tmp_path, deaf=True)])
+    servers = {"mcpServers": {"prompts": {"command": GATEWAY, "args": ["serve", "--config", str(config)]}}}
+    (tmp_path / "mcp.json").write_text(json.dumps(servers))
+    env = {**environment(node, tmp_path / "home"), "ANTHROPIC_API_KEY": "sk-ant-not-a-key"}
+    debug = tmp_path / "claude-debug.txt"
+    command = [str(claude), "--mcp-config", str(tmp_path / "mcp.json"), "--debug-file", str(debug), "-p", "hello"]
+    async with await anyio.open_process(command, env=env, cwd=tmp_path) as session:
+        with anyio.fail_after(90):  # upstreams outside the gateway's own children give no event to await
+            while not (tmp_path / "pids").exists() or len((tmp_path / "pids").read_text().split()) < 6:
+                await anyio.sleep(0.1)
+        pids = recorded_pids(tmp_path, 6)
+        session.send_signal(signal.SIGINT)  # Ctrl-C: Claude Code closes its MCP servers as it ends
+        with anyio.fail_after(60):
+            await session.wait()
+    await all_gone(pids)
+    log = debug.read_text()
+    assert 'MCP server "prompts": Sending SIGINT to MCP server process' in log  # its own stop sequence ran
+    assert "MCP server process exited" in log or "SIGKILL" in log
