@@ -129,11 +129,18 @@ async def _check(config: Config) -> int:
             else:
                 count_text = str(count)
                 problems = getattr(connector, "problems", None)  # a directory of prompt files: its broken ones
+                not_skills = getattr(connector, "skill_problems", None) or {}  # "both": still prompts, not skills
                 notes = getattr(connector, "notes", None) or []
                 file_lines += [f"{connector.namespace}: broken: {problem}" for problem in (problems or {}).values()]
+                file_lines += [
+                    f"{connector.namespace}: not a skill (still served as a prompt): {problem}"
+                    for problem in not_skills.values()
+                ]
                 file_lines += [f"{connector.namespace}: note: {note}" for note in notes]
-                if problems:
-                    detail, failed = f"{len(problems)} broken files (below); the others serve", True
+                if problems or not_skills:
+                    said = [f"{len(problems)} broken files"] if problems else []
+                    said += [f"{len(not_skills)} refused as skills"] if not_skills else []
+                    detail, failed = ", ".join(said) + " (below); the others serve", True
                 elif notes:
                     detail = f"{len(notes)} notes (below)"
                 elif connector.ready:

@@ -100,6 +100,7 @@ class Catalog(Listing, Routing):
         index = self._by_namespace.get(namespace)
         if index is not None:
             self._states[index] = _MountState(epoch=self._states[index].epoch + 1)
+        self.skills.invalidate(namespace)  # a relayed upstream's skill manifests, cached till its change
 
     # ---- upstream pages and indexes ----------------------------------------------------------
 
@@ -126,6 +127,8 @@ class Catalog(Listing, Routing):
 
     @staticmethod
     async def _fetch_page(mount: Mount, cursor: str | None, now: float) -> Page:
+        if not getattr(mount.source, "offers_prompts", True):  # relayed for its skills alone (docs/skills.md)
+            return Page((), None, None, False, now)
         params = None if cursor is None else {"cursor": cursor}
         raw = await mount.source.request("prompts/list", params)
         result = _validate(mount, ListPromptsResult, raw, "prompts/list result")

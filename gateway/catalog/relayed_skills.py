@@ -10,18 +10,22 @@ upstream for a file and passes its bytes on only when their SHA-256 digest and s
 
 Only what the spec allows is relayed: an entry that breaks the spec's rules (``protocol/skills.py``),
 a skill under another scheme than ``skill://``, or one whose resources are ``"dynamic"`` (nothing to
-check its bytes against) is left out and logged. The manifest is asked for afresh on each listing
-and get, so an upstream's changed file changes the digest the gateway announces with it.
+check its bytes against) is left out and logged. Manifests are cached (``RelayedSkills``), and asked for
+afresh when the upstream announces a change (``notifications/resources/list_changed``), so an upstream's
+changed file changes the digest the gateway announces with it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import math
 import mimetypes
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio
 import structlog
 from pydantic import ValidationError
 
@@ -44,6 +48,12 @@ if TYPE_CHECKING:
 log = structlog.get_logger("gateway.skills")
 
 MAX_PAGES = 100
+MAX_CACHED_S = 600.0
+"""How long a relayed manifest is held at most, even from an upstream that announces its changes (a
+notification lost on the way delays a change this long, never longer)."""
+UNANNOUNCED_S = 5.0
+"""How long a manifest is held from an upstream that neither announces changes nor gives a ``ttlMs``:
+the requests of one use of a skill (list, get, each file) ask for it once."""
 """Pages of one upstream's ``skills/list`` read at most, so that a server paging for ever cannot hold a
 request (its skills beyond are not relayed)."""
 
@@ -55,18 +65,29 @@ class Upstream(Protocol):
     @property
     def ready(self) -> bool: ...
 
-    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]: ...
+    async def request(
+        self, method: str, params: dict[str, Any] | None, *, check: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]: ...
 
 
 class RelayedSkills:
-    """One upstream's skills as the skill catalog sees a source of them."""
+    """One upstream's skills as the skill catalog sees a source of them.
+
+    Its manifests are cached (``refresh`` asks again only when they are stale): until ``invalidate``
+    (the upstream's ``notifications/resources/list_changed``, a connect or a disconnect) when it
+    announces its changes, for the ``ttlMs`` its listing gave otherwise, and for ``UNANNOUNCED_S``
+    when it gives neither. Each bounded by ``MAX_CACHED_S``."""
 
     offers_skills = True
 
-    def __init__(self, upstream: Upstream) -> None:
+    def __init__(self, upstream: Upstream, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._upstream = upstream
         self.namespace = upstream.namespace
         self.skills: dict[str, LocalSkill] = {}
+        self._clock = clock
+        self._fresh_until = -math.inf
+        self._epoch = 0  # moved on by each invalidation: a fetch begun before one is not cached
+        self._fetching = anyio.Lock()  # one fetch at a time: requests that wait for it share its answer
 
     @property
     def ready(self) -> bool:
@@ -76,18 +97,38 @@ class RelayedSkills:
     def declares(self) -> bool:
         return self._upstream.ready and declares_extension(self._upstream.capabilities)
 
-    async def refresh(self) -> None:
-        """Ask the upstream for its skills now. An upstream down, or not declaring the extension, has
-        none (its own skills only: the others are served as before)."""
+    @property
+    def fresh(self) -> bool:
+        return self._clock() < self._fresh_until
+
+    def invalidate(self) -> None:
+        self._epoch += 1
+        self._fresh_until = -math.inf
+
+    async def refresh(self, *, force: bool = False) -> None:
+        """The upstream's skills, asked for when what is held is stale (or ``force``). An upstream down,
+        or not declaring the extension, has none (its own skills only: the others are served as before)."""
         if not self.declares:
-            self.skills = {}
+            self.skills, self._fresh_until = {}, -math.inf
             return
+        if self.fresh and not force:
+            return
+        async with self._fetching:
+            if self.fresh and not force:  # fetched by the request this one waited for
+                return
+            await self._fetch()
+
+    async def _fetch(self) -> None:
+        epoch = self._epoch
         found: dict[str, LocalSkill] = {}
         cursor: str | None = None
+        ttls: list[float] = []
         try:
             for _ in range(MAX_PAGES):
                 raw = await self._upstream.request(LIST_METHOD, {"cursor": cursor} if cursor else None)
                 page = ListSkillsResult.model_validate(raw)
+                if page.ttlMs is not None:
+                    ttls.append(max(0.0, float(page.ttlMs)))
                 for item in page.skills:
                     skill = self._relayable(item)
                     if skill is not None:
@@ -98,8 +139,16 @@ class RelayedSkills:
         except (UpstreamError, ValidationError) as exc:
             why = describe(exc) if isinstance(exc, ValidationError) else str(exc)
             log.warning("upstream_skills_unavailable", upstream=self.namespace, reason=why[:300])
-            found = {}
+            self.skills, self._fresh_until = {}, -math.inf
+            return
         self.skills = found
+        if self._epoch == epoch:  # no change announced meanwhile: what was read may be held
+            self._fresh_until = self._clock() + self._lifetime_s(min(ttls) / 1000 if ttls else None)
+
+    def _lifetime_s(self, ttl_s: float | None) -> float:
+        if getattr(self._upstream, "announces_resource_changes", False):
+            return MAX_CACHED_S
+        return UNANNOUNCED_S if ttl_s is None else min(ttl_s, MAX_CACHED_S)
 
     def _relayable(self, item: Mapping[str, Any]) -> LocalSkill | None:
         from gateway.sources.files.skills import LocalSkill, SkillFile  # YAML: only where skills are served
@@ -131,9 +180,19 @@ class RelayedSkills:
 
     async def read(self, uri: str, file: SkillFile) -> dict[str, Any]:
         """The file's ``resources/read`` contents from the upstream, under the gateway's ``uri``, once
-        its bytes are checked against the manifest (DigestMismatch, logged, if they are not)."""
+        its bytes are checked against the manifest (DigestMismatch, logged, if they are not: checked
+        within the request's CLIENT span, which records it as ``digest_mismatch``)."""
         assert file.relayed_from is not None  # noqa: S101 - only relayed files are read here
-        raw = await self._upstream.request("resources/read", {"uri": file.relayed_from})
+        checked: list[dict[str, Any]] = []
+
+        def check(raw: dict[str, Any]) -> None:
+            checked.append(self._checked(uri, file, raw))
+
+        await self._upstream.request("resources/read", {"uri": file.relayed_from}, check=check)
+        return checked[0]
+
+    def _checked(self, uri: str, file: SkillFile, raw: dict[str, Any]) -> dict[str, Any]:
+        assert file.relayed_from is not None  # noqa: S101 - only relayed files are read here
         found = raw.get("contents")
         item = found[0] if isinstance(found, list) and len(found) == 1 and isinstance(found[0], dict) else None
         data = None if item is None or item.get("uri") != file.relayed_from else _bytes_of(item)

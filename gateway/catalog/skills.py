@@ -25,7 +25,7 @@ from gateway.catalog.cursor import START, CursorCodec, ListingPosition, PagePosi
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
 from gateway.catalog.relayed_skills import RelayedSkills, Upstream
-from gateway.protocol.errors import InvalidParams
+from gateway.protocol.errors import DigestMismatch, InvalidParams
 from gateway.protocol.models import parse_params
 from gateway.protocol.skills import (
     DIRECTORY_MIME_TYPE,
@@ -78,10 +78,16 @@ class SkillCatalog:
         self.ttl_ms = ttl_ms
 
     async def _refresh(self, namespace: str | None = None) -> None:
-        """Relayed upstreams' manifests asked for afresh (one's, or all): what is announced is theirs now."""
+        """Relayed upstreams' manifests (one's, or all) asked for where those held are stale."""
         for ns, relayed in self._relayed.items():
             if namespace is None or ns == namespace:
                 await relayed.refresh()
+
+    def invalidate(self, namespace: str) -> None:
+        """A relayed upstream changed (its list_changed, a connect, a disconnect): its manifests are stale."""
+        relayed = self._relayed.get(namespace)
+        if relayed is not None:
+            relayed.invalidate()
 
     @property
     def offered(self) -> bool:
@@ -177,16 +183,35 @@ class SkillCatalog:
 
     async def read_resource(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
         uri = parse_params(ReadResourceParams, params).uri
-        file = self._file_at(uri, viewer)
         namespace = self.upstream_of(uri)
-        if file is None and namespace in self._relayed:
-            await self._refresh(namespace)  # a file the upstream has listed since
-            file = self._file_at(uri, viewer)
+        relayed = self._relayed.get(namespace) if namespace is not None else None
+        held = relayed is not None and relayed.fresh  # a manifest from before this request
+        if relayed is not None:
+            await relayed.refresh()
+        file = self._file_at(uri, viewer)
         if file is None:
             raise InvalidParams(f"Resource not found: {uri}")
-        if file.relayed_from is not None and namespace is not None:
-            return {"contents": [await self._relayed[namespace].read(uri, file)], **self._cache(viewer)}
+        if file.relayed_from is not None and relayed is not None:
+            read = await self._read_relayed(relayed, uri, file, viewer, held=held)
+            return {"contents": [read], **self._cache(viewer)}
         return {"contents": [contents(uri, file)], **self._cache(viewer)}
+
+    async def _read_relayed(
+        self, relayed: RelayedSkills, uri: str, file: SkillFile, viewer: Viewer | None, *, held: bool
+    ) -> dict[str, Any]:
+        """A relayed file, checked against its manifest. Bytes that do not match a manifest held from
+        before this request may be a change not yet heard of: the manifest is asked for once more, and
+        the file read again if its entry changed; bytes matching neither are refused."""
+        try:
+            return await relayed.read(uri, file)
+        except DigestMismatch:
+            if not held:
+                raise
+            await relayed.refresh(force=True)
+            again = self._file_at(uri, viewer)
+            if again is None or again.relayed_from is None or (again.digest, again.size) == (file.digest, file.size):
+                raise
+            return await relayed.read(uri, again)
 
     def _file_at(self, uri: str, viewer: Viewer | None) -> SkillFile | None:
         found = self._skill_at(uri, viewer)

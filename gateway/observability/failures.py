@@ -10,7 +10,13 @@ import anyio
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from gateway.protocol.errors import SAID_BY_THE_GATEWAY, UpstreamError, UpstreamRejected, UpstreamTimeout
+from gateway.protocol.errors import (
+    SAID_BY_THE_GATEWAY,
+    DigestMismatch,
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamTimeout,
+)
 
 
 def error_type_of(exc: BaseException, *, answered_by_peer: bool, verbatim: bool) -> tuple[str, str | None, str]:
@@ -20,8 +26,10 @@ def error_type_of(exc: BaseException, *, answered_by_peer: bool, verbatim: bool)
     code = getattr(exc, "code", None)
     if answered_by_peer:
         code = code if isinstance(exc, UpstreamRejected) else None
-    if isinstance(code, int):
-        error_type: str = str(code)
+    if answered_by_peer and isinstance(exc, DigestMismatch):  # answered, but with bytes not its manifest's
+        error_type: str = DigestMismatch.error_type
+    elif isinstance(code, int):
+        error_type = str(code)
     elif isinstance(exc, (TimeoutError, UpstreamTimeout)):
         error_type = "timeout"
     elif isinstance(exc, anyio.get_cancelled_exc_class()):
@@ -40,6 +48,8 @@ def _description(exc: BaseException, error_type: str, *, verbatim: bool) -> str:
         return str(getattr(exc, "message", None) or exc or type(exc).__name__)[:512]
     if isinstance(exc, UpstreamRejected):
         return f"Upstream '{exc.upstream}' answered with error {exc.code}"
+    if isinstance(exc, DigestMismatch):
+        return exc.reason
     if isinstance(exc, UpstreamError):
         return f"Upstream '{exc.upstream}' failed ({type(exc).__name__})"
     return error_type

@@ -39,7 +39,15 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from gateway.config import TelemetrySettings
 from gateway.observability.failures import failed, failed_metric
-from gateway.observability.tracing import RECEIVED_OVER, Arrival, ClientSpan, Destination, session_label, target_of
+from gateway.observability.tracing import (
+    RECEIVED_OVER,
+    Arrival,
+    ClientSpan,
+    Destination,
+    resource_of,
+    session_label,
+    target_of,
+)
 from gateway.observability.unsampled import (
     DROPPED,
     Dropped,
@@ -58,6 +66,7 @@ SCOPE = "mcp-prompt-gateway"
 DEFAULT_SERVICE_NAME = "mcp-prompt-gateway"
 UPSTREAM_ATTRIBUTE = "prompt_gateway.upstream"
 """The upstream a CLIENT span goes to, by its namespace (the gateway's own attribute)."""
+RESOURCE_URI = "mcp.resource.uri"
 
 _log = structlog.get_logger("gateway.telemetry")
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
@@ -202,6 +211,9 @@ class OpenTelemetryTracing:
                 links.append(Link(ambient))
         attributes: dict[str, str | int] = dict(named)
         attributes["jsonrpc.request.id"] = str(request.id)
+        resource = resource_of(request.method, request.params)
+        if resource is not None:
+            attributes[RESOURCE_URI] = resource
         if mcp_version is not None:
             attributes["mcp.protocol.version"] = mcp_version
         if session_id is not None:
@@ -249,7 +261,11 @@ class OpenTelemetryTracing:
         if dropped is not None:
             return DroppedClient(dropped, self._client_duration, metric, ids=self._ids, on_error=failed_metric)
         name = _target_attributes(method, params)[0]
-        span = self._tracer.start_span(name, None, SpanKind.CLIENT, {**metric, UPSTREAM_ATTRIBUTE: to.namespace})
+        on_span: dict[str, str | int] = {**metric, UPSTREAM_ATTRIBUTE: to.namespace}
+        resource = resource_of(method, params)
+        if resource is not None:
+            on_span[RESOURCE_URI] = resource
+        span = self._tracer.start_span(name, None, SpanKind.CLIENT, on_span)
         context = trace.set_span_in_context(span)
         return _Scope(span, context, self._client_duration, metric, client=True, verbatim=self._verbatim)
 

@@ -180,3 +180,18 @@ def target_of(method: str, params: Mapping[str, Any] | None) -> tuple[str | None
         name = params.get("name")
         return None, (name[:MAX_TARGET_CHARS] if isinstance(name, str) else None)
     return None, None
+
+
+RESOURCE_URI_METHODS = frozenset({"resources/read", "resources/directory/read", "skills/get"})
+"""Requests whose params name a resource by ``uri``: the conventions' ``mcp.resource.uri`` is set for
+them ("a request type that includes a resource URI parameter"; a skill's ``SKILL.md`` and its folders
+are resources, SEP-2640). It is a span attribute only: never in a span's name or a metric's series."""
+MAX_URI_CHARS = 1024
+
+
+def resource_of(method: str, params: Mapping[str, Any] | None) -> str | None:
+    """The ``mcp.resource.uri`` a request names, cut to ``MAX_URI_CHARS``; None for other requests."""
+    if method not in RESOURCE_URI_METHODS or not isinstance(params, Mapping):
+        return None
+    uri = params.get("uri")
+    return uri[:MAX_URI_CHARS] if isinstance(uri, str) else None

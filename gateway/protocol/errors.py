@@ -150,7 +150,11 @@ class UpstreamProtocolError(UpstreamError):
 
 class DigestMismatch(UpstreamProtocolError):
     """An upstream's skill file whose bytes are not what its manifest says: refused, never passed on.
-    ``reason``: the audit's words for it, which name no file (the upstream chose its URI)."""
+    ``reason``: the audit's words for it, which name no file (the upstream chose its URI). ``error_type``:
+    what the CLIENT span of the read records as ``error.type``: the upstream answered, but not with the
+    bytes it promised (the conventions' low-cardinality name for an error inside a result)."""
+
+    error_type = "digest_mismatch"
 
     def __init__(self, upstream: str, message: str) -> None:
         super().__init__(upstream, message)

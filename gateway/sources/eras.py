@@ -24,6 +24,7 @@ from gateway.protocol.errors import (
 )
 from gateway.protocol.models import DiscoverResult, InitializeResult, describe
 from gateway.protocol.modern import SERVER_INFO_KEY, with_envelope
+from gateway.protocol.skills import declares_extension
 from gateway.protocol.versions import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -109,7 +110,8 @@ class _Probe:
 class EraNegotiation:
     """How a connection learns which era its server speaks (``protocol = "auto"``: probe with
     ``server/discover``; a DiscoverResult means 2026-07-28, any other answer or none means a
-    handshake-era server, which gets ``initialize``), insisting on the ``prompts`` capability. Mixed into
+    handshake-era server, which gets ``initialize``), insisting on the ``prompts`` capability (or, with
+    ``relay_skills``, the Skills extension). Mixed into
     the connector, whose state it reads and sets."""
 
     settings: StdioUpstream | HttpUpstream
@@ -125,6 +127,17 @@ class EraNegotiation:
 
     def _exited(self, phase: str, *, verb: str = "exited") -> str:
         raise NotImplementedError
+
+    def _check_offers(self, capabilities: dict[str, Any]) -> None:
+        """HandshakeFailed unless the server offers something the gateway serves: prompts, or, with
+        ``relay_skills``, the Skills extension (a server of skills alone has no prompts to offer)."""
+        if isinstance(capabilities.get("prompts"), dict):
+            return
+        if self.settings.relay_skills and declares_extension(capabilities):
+            return
+        if self.settings.relay_skills:
+            raise HandshakeFailed("offers neither the prompts capability nor the Skills extension")
+        raise HandshakeFailed("does not offer the prompts capability")
 
     def _raise_if_unreachable(self, exc: PeerClosed) -> None:
         raise NotImplementedError
@@ -214,8 +227,7 @@ class EraNegotiation:
         meta = discovered.model_extra.get("_meta") if discovered.model_extra else None
         info = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
         self.server_info = info if isinstance(info, dict) else {}
-        if not isinstance(self.capabilities.get("prompts"), dict):
-            raise HandshakeFailed("does not offer the prompts capability")
+        self._check_offers(self.capabilities)
 
     async def _discover(self, peer: RpcPeer, *, required: bool) -> DiscoverResult | None:
         """The server's DiscoverResult when it speaks a modern revision we speak. Unless ``required``,
@@ -308,8 +320,7 @@ class EraNegotiation:
             raise HandshakeFailed(f"sent an invalid initialize result: {describe(exc)}") from exc
         if result.protocolVersion not in HANDSHAKE_VERSIONS:
             raise HandshakeFailed(f"answered with unsupported protocol revision {result.protocolVersion!r}")
-        if not isinstance(result.capabilities.get("prompts"), dict):
-            raise HandshakeFailed("does not offer the prompts capability")
+        self._check_offers(result.capabilities)
         self.protocol_version = result.protocolVersion
         self.capabilities = result.capabilities
         self.server_info = result.serverInfo or {}

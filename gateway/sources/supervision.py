@@ -91,6 +91,7 @@ class Supervision:
     _drop_reason: str | None
     _acknowledged: bool
     _listening: bool
+    _listening_skills: bool
     _listen_scope: anyio.CancelScope | None
     _on_change: Callable[[str], None]
     _on_stale: Callable[[str], None]
@@ -104,6 +105,9 @@ class Supervision:
 
         @property
         def declares_list_changed(self) -> bool: ...
+
+        @property
+        def declares_resource_changes(self) -> bool: ...
 
         async def _establish(self, peer: RpcPeer, stream: MessageStream) -> None: ...
 
@@ -214,7 +218,7 @@ class Supervision:
                     )
                     self._ready_since = anyio.current_time()
                     self._acknowledged = False
-                    if self.modern and self.declares_list_changed:
+                    if self.modern and (self.declares_list_changed or self.declares_resource_changes):
                         tg.start_soon(self._listen, peer)
                     if isinstance(self.settings, HttpUpstream):
                         tg.start_soon(self._check_health, peer, stream)
@@ -223,7 +227,7 @@ class Supervision:
                     failure = exc
                 finally:
                     self._peer = None
-                    self._listening = False
+                    self._listening = self._listening_skills = False
                     self._states.connection_lost()  # announced before the process's stop, not after it
                     tg.cancel_scope.cancel()
             self._stream = None
@@ -242,10 +246,17 @@ class Supervision:
         if notification.method == "notifications/prompts/list_changed":
             self._log.debug("upstream_list_changed")
             self._on_change(self.namespace)
+        elif notification.method == "notifications/resources/list_changed" and self.settings.relay_skills:
+            self._log.debug("upstream_resources_list_changed")  # its skills: asked for afresh, announced
+            self._on_change(self.namespace)
         elif notification.method == "notifications/subscriptions/acknowledged":
             honoured = (notification.params or {}).get("notifications")
-            self._listening = isinstance(honoured, dict) and honoured.get("promptsListChanged") is True
-            self._log.info("upstream_listening", prompts_list_changed=self._listening)
+            honoured = honoured if isinstance(honoured, dict) else {}
+            self._listening = honoured.get("promptsListChanged") is True
+            self._listening_skills = self.declares_resource_changes and honoured.get("resourcesListChanged") is True
+            self._log.info(
+                "upstream_listening", prompts_list_changed=self._listening, skills_changed=self._listening_skills
+            )
             # anything cached before the stream was up may be stale; the first stream of a connection
             # follows its readiness, which was announced already (a second announcement is only noise)
             (self._on_change if self._acknowledged else self._on_stale)(self.namespace)

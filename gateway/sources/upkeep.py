@@ -26,6 +26,7 @@ class ConnectionUpkeep:
     settings: StdioUpstream | HttpUpstream
     namespace: str
     _listening: bool
+    _listening_skills: bool
     _listen_scope: anyio.CancelScope | None
     _drop_reason: str | None
     _log: Any
@@ -33,6 +34,14 @@ class ConnectionUpkeep:
 
     @property
     def modern(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def declares_list_changed(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def declares_resource_changes(self) -> bool:
         raise NotImplementedError
 
     def _for_server(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -66,7 +75,10 @@ class ConnectionUpkeep:
         """Hold a ``subscriptions/listen`` stream open for prompt list changes, re-opening it when the server
         ends it; while it is down, the catalog does not cache this server's pages without a TTL."""
         retry = Backoff(initial_s=1.0, max_s=30.0)
-        params = {"notifications": {"promptsListChanged": True}}
+        wanted = {"promptsListChanged": True} if self.declares_list_changed else {}
+        if self.declares_resource_changes:  # a relayed upstream's skills are resources (docs/skills.md)
+            wanted["resourcesListChanged"] = True
+        params = {"notifications": wanted}
         while not peer.closed:
             try:
                 with anyio.CancelScope() as self._listen_scope:
@@ -78,8 +90,8 @@ class ConnectionUpkeep:
                 return
             finally:
                 self._listen_scope = None
-                if self._listening:  # it was up: a later drop is a new one, not one more failed attempt
-                    self._listening = False
+                if self._listening or self._listening_skills:  # it was up: a new drop, not one more failure
+                    self._listening = self._listening_skills = False
                     retry.reset()
                     self._on_change(self.namespace)  # changes may now go unannounced: stop caching
             await anyio.sleep(retry.next_delay() or retry.max_s)

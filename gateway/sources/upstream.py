@@ -97,6 +97,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         self.restarts = 0
         self.recent_ms: deque[float] = deque(maxlen=100)  # the last requests' durations (the operator page)
         self._listening = False  # a modern server acknowledged our subscriptions/listen
+        self._listening_skills = False  # ... with resourcesListChanged, for a relayed upstream's skills
         self._listen_scope: anyio.CancelScope | None = None
         self._stream: MessageStream | None = None  # the connection's transport, while there is one
         self._connection_tasks: anyio.abc.TaskGroup | None = None  # what lives as long as the connection
@@ -119,6 +120,22 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
     def declares_list_changed(self) -> bool:
         prompts = self.capabilities.get("prompts")
         return isinstance(prompts, dict) and prompts.get("listChanged") is True
+
+    @property
+    def offers_prompts(self) -> bool:
+        """Whether it offers prompts at all (an upstream relayed for its skills alone may not)."""
+        return isinstance(self.capabilities.get("prompts"), dict)
+
+    @property
+    def declares_resource_changes(self) -> bool:
+        """Whether its skills' changes can be heard: relayed, with ``resources.listChanged`` declared."""
+        resources = self.capabilities.get("resources")
+        return self.settings.relay_skills and isinstance(resources, dict) and resources.get("listChanged") is True
+
+    @property
+    def announces_resource_changes(self) -> bool:
+        """Whether a change of its skills will be announced (a modern server: while our listen is up)."""
+        return self.declares_resource_changes and (self._listening_skills or not self.modern)
 
     @property
     def announces_list_changes(self) -> bool:
@@ -155,21 +172,27 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
             return UpstreamUnavailable(self.namespace, "is stopped")
         return UpstreamUnavailable(self.namespace, "is not connected (its connection has just ended)")
 
-    async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    async def request(
+        self, method: str, params: dict[str, Any] | None, *, check: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
         """Send a request. Where the server lost our session (it restarted), the connection is made
-        afresh and the request tried once more: every method sent upstream only reads."""
+        afresh and the request tried once more: every method sent upstream only reads. ``check`` judges
+        the answer inside the request's CLIENT span, so an answer refused for what it holds (a relayed
+        skill file not matching its manifest) fails that span with its own ``error.type``."""
         stream = self._stream
         try:
-            return await self._request_once(method, params)
+            return await self._request_once(method, params, check)
         except UpstreamUnavailable:
             if stream is None or not getattr(stream, "session_lost", False):
                 raise
             with anyio.move_on_after(self.settings.timeout_s):
                 while self._stream is stream or not self.ready:
                     await self._states.ready_again()
-            return await self._request_once(method, params)
+            return await self._request_once(method, params, check)
 
-    async def _request_once(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    async def _request_once(
+        self, method: str, params: dict[str, Any] | None, check: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
         peer, stream = self._peer, self._stream
         if peer is None or not self.ready:
             raise self.unavailable()
@@ -182,7 +205,10 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         started = time.perf_counter()
         try:
             with tracing().client(method, params, to=self._destination, mcp_version=self.protocol_version) as span:
-                return await self._exchange(peer, stream, method, span.inject(self._for_server(params)), span)
+                answer = await self._exchange(peer, stream, method, span.inject(self._for_server(params)), span)
+                if check is not None:
+                    check(answer)
+                return answer
         finally:
             self._slots.release()
             self.recent_ms.append((time.perf_counter() - started) * 1000)

@@ -62,6 +62,32 @@ def test_check_fails_and_names_a_broken_upstream_while_the_others_start(tmp_path
     assert "did not answer initialize" in rows["noprompts"]
 
 
+def test_check_says_a_skill_refused_under_both_is_still_a_prompt_and_not_a_broken_file(tmp_path: Path) -> None:
+    """Under ``skills_as = "both"`` a SKILL.md the spec refuses as a skill still serves as a prompt: check
+    names it as refused as a skill, not as a broken file, and a file broken as a prompt stays broken."""
+    skills = tmp_path / "repo" / ".claude" / "skills"
+    (skills / "other").mkdir(parents=True)
+    (skills / "other" / "SKILL.md").write_text("---\nname: not-other\ndescription: x\n---\nBody\n")
+    (skills / "good").mkdir()
+    (skills / "good" / "SKILL.md").write_text("---\nname: good\ndescription: x\n---\nBody\n")
+    (tmp_path / "repo" / ".claude" / "commands").mkdir()
+    (tmp_path / "repo" / ".claude" / "commands" / "bad.md").write_bytes(b"\xff not UTF-8")
+    upstream = {"namespace": "team", "transport": "files", "path": str(tmp_path / "repo"), "format": "claude-code"}
+    both = write_config(tmp_path / "both.toml", [{**upstream, "skills_as": "both"}])
+    result = run(*gateway_command(both, "check"))
+    assert result.returncode == 1
+    row = next(line for line in result.stdout.splitlines() if line.startswith("team "))
+    assert "1 broken files, 1 refused as skills (below); the others serve" in row
+    refused = "team: not a skill (still served as a prompt): .claude/skills/other/SKILL.md: not served as a skill: "
+    assert refused + "the name 'not-other' is not its folder's ('other')" in result.stdout
+    assert "team: broken: .claude/skills/other" not in result.stdout
+    assert "team: broken: .claude/commands/bad.md" in result.stdout
+    only = write_config(tmp_path / "only.toml", [{**upstream, "skills_as": "skills"}])
+    result = run(*gateway_command(only, "check"))
+    assert "team: broken: .claude/skills/other/SKILL.md: not served as a skill: " in result.stdout  # nothing serves it
+    assert "2 broken files (below)" in result.stdout
+
+
 def test_list_prints_the_policy_filtered_list(tmp_path: Path) -> None:
     table = run(*gateway_command(EXAMPLE, "list"))
     assert table.returncode == 0, table.stderr

@@ -61,6 +61,7 @@ def legacy_sdk_python() -> str:
 
 PUBLISHED = ROOT / "interop" / ".venv-published" / "bin"
 PUBLISHED_MCP1 = ROOT / "interop" / ".venv-published-mcp1" / "bin"
+SKILLS = ROOT / "interop" / ".venv-skills" / "bin"
 NPM_PACKAGES = ROOT / "interop" / "node_modules"
 
 
@@ -90,6 +91,16 @@ def published_mcp1_bin() -> Path:
         PUBLISHED_MCP1 / "arxiv-mcp-server",
         "python3 -m venv interop/.venv-published-mcp1 && "
         "interop/.venv-published-mcp1/bin/pip install -r interop/requirements-published-mcp1.txt",
+    ).parent
+
+
+@pytest.fixture(scope="session")
+def skills_bin() -> Path:
+    """The ``bin`` of the venv of a published skill collection (``interop/requirements-skills.txt``)."""
+    return _installed(
+        SKILLS / "agent-skills-bundle",
+        "python3 -m venv interop/.venv-skills && "
+        "interop/.venv-skills/bin/pip install -r interop/requirements-skills.txt",
     ).parent
 
 

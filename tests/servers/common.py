@@ -8,10 +8,11 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 
 
-def run_stdio(server: Server, *, list_changed: bool = False) -> None:
+def run_stdio(server: Server, *, list_changed: bool = False, resources_changed: bool = False) -> None:
     async def main() -> None:
         async with stdio_server() as (read, write):
-            options = server.create_initialization_options(NotificationOptions(prompts_changed=list_changed))
+            notifications = NotificationOptions(prompts_changed=list_changed, resources_changed=resources_changed)
+            options = server.create_initialization_options(notifications)
             await server.run(read, write, options)
 
     anyio.run(main)

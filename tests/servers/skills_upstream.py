@@ -4,17 +4,27 @@ server: the extension declared under ``capabilities.extensions`` (the SDK's SEP-
 ``resources/list`` and ``resources/read``. Every request it receives is checked against the spec's shapes
 (``gateway.protocol.skills``), and every entry it sends too, so a test through it fails on either side's
 mistake. ``SKILLS_TAMPERED=1``: one file's bytes are not what its manifest says (a server changed under a
-client, or one lying)."""
+client, or one lying). ``SKILLS_NO_PROMPTS=1``: a server of skills alone (no prompts capability).
+
+Its skills change at run time through control prompts: ``change-skills`` edits the invoice template
+(new bytes, new digest) and adds an ``onboarding`` skill, then announces it as the spec's resources
+list change (on the session, or the 2026-07-28 listen stream); ``requests`` answers with how many of
+each request it has received, so a test sees what the gateway asked for without timing anything."""
 
 from __future__ import annotations
 
 import base64
+import json
 import os
+from collections import Counter
 from typing import Any
 
 import mcp.types as t
 from mcp import MCPError
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gateway.protocol.skills import (
     EXTENSION_ID,
@@ -59,6 +69,14 @@ SKILLS = {
     },
 }
 TAMPERED = os.environ.get("SKILLS_TAMPERED") == "1"
+NO_PROMPTS = os.environ.get("SKILLS_NO_PROMPTS") == "1"
+ONBOARDING = b"""---
+name: onboarding
+description: Added while the server runs
+---
+Welcome.
+"""
+received: Counter[str] = Counter()
 
 
 class UriParams(t.RequestParams):
@@ -91,6 +109,7 @@ def entry(uri: str) -> dict[str, Any]:
 
 
 async def list_skills(ctx: object, params: CursorParams) -> dict[str, Any]:
+    received["skills/list"] += 1
     _checked(ListSkillsParams, params)
     uris = list(SKILLS)
     start = int(params.cursor or 0)
@@ -102,6 +121,7 @@ async def list_skills(ctx: object, params: CursorParams) -> dict[str, Any]:
 
 
 async def get_skill(ctx: object, params: UriParams) -> dict[str, Any]:
+    received["skills/get"] += 1
     _checked(GetSkillParams, params)
     if params.uri not in SKILLS:
         raise MCPError(code=-32602, message=f"No skill at {params.uri}")
@@ -109,6 +129,7 @@ async def get_skill(ctx: object, params: UriParams) -> dict[str, Any]:
 
 
 async def read_directory(ctx: object, params: UriParams) -> dict[str, Any]:
+    received["resources/directory/read"] += 1
     _checked(ReadDirectoryParams, params)
     children = {u[len(params.uri) + 1 :].split("/", 1)[0] for u in FILES if u.startswith(params.uri + "/")}
     return {"resources": [{"uri": f"{params.uri}/{name}", "name": name} for name in sorted(children)]}
@@ -119,6 +140,7 @@ async def list_resources(ctx: object, params: t.PaginatedRequestParams | None) -
 
 
 async def read_resource(ctx: object, params: t.ReadResourceRequestParams) -> t.ReadResourceResult:
+    received["resources/read"] += 1
     _checked(ReadResourceParams, params)
     data = FILES.get(str(params.uri))
     if data is None:
@@ -132,19 +154,32 @@ async def read_resource(ctx: object, params: t.ReadResourceRequestParams) -> t.R
 
 
 async def list_prompts(ctx: object, params: t.PaginatedRequestParams | None) -> t.ListPromptsResult:
-    return t.ListPromptsResult(prompts=[t.Prompt(name="hello")])
+    return t.ListPromptsResult(prompts=[t.Prompt(name=n) for n in ("hello", "change-skills", "requests")])
 
 
-async def get_prompt(ctx: object, params: t.GetPromptRequestParams) -> t.GetPromptResult:
+async def get_prompt(ctx: ServerRequestContext, params: t.GetPromptRequestParams) -> t.GetPromptResult:
+    if params.name == "requests":
+        return text_result(json.dumps(received))
+    if params.name == "change-skills":
+        FILES["skill://pdf-processing/templates/invoice.md"] = b"Invoice template, second edition\n"
+        FILES["skill://onboarding/SKILL.md"] = ONBOARDING
+        SKILLS["skill://onboarding/SKILL.md"] = {"name": "onboarding", "description": "Added while the server runs"}
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await bus.publish(ResourcesListChanged())
+        else:
+            await ctx.session.send_resource_list_changed()
+        return text_result("changed")
     return text_result("hello")
 
 
+bus = InMemorySubscriptionBus()
 server = Server(
     "skills-upstream",
-    on_list_prompts=list_prompts,
-    on_get_prompt=get_prompt,
+    on_list_prompts=None if NO_PROMPTS else list_prompts,
+    on_get_prompt=None if NO_PROMPTS else get_prompt,
     on_list_resources=list_resources,
     on_read_resource=read_resource,
+    on_subscriptions_listen=ListenHandler(bus),
 )
 server.extensions = {EXTENSION_ID: {"directoryRead": True}}
 server.add_request_handler("skills/list", CursorParams, list_skills)
@@ -152,4 +187,4 @@ server.add_request_handler("skills/get", UriParams, get_skill)
 server.add_request_handler("resources/directory/read", UriParams, read_directory)
 
 if __name__ == "__main__":
-    run_stdio(server)
+    run_stdio(server, list_changed=True, resources_changed=True)

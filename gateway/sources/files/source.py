@@ -261,6 +261,9 @@ class FilePromptSource:
         self.skills: dict[str, LocalSkill] = {}
         self.offers_skills = settings.skills_as != "prompts"
         self.problems: dict[str, str] = {}
+        self.skill_problems: dict[str, str] = {}
+        """Under ``skills_as = "both"``: skills refused as skills whose files still serve as prompts (not
+        broken files: ``check`` says so). Under ``"skills"`` a refused skill serves nothing: a problem."""
         self.notes: list[str] = []
         self.state = "starting"
         self.last_error: str | None = None
@@ -277,28 +280,38 @@ class FilePromptSource:
     def _load(self) -> None:
         """Read the folder. A broken file or a note is logged when it appears, not at every read: each
         edit, and the read that arms the watch, re-reads everything, and logged each again."""
-        known = {*self.problems.values(), *self.notes}
+        known = {*self.problems.values(), *self.skill_problems.values(), *self.notes}
         if not self._root.is_dir():
             self.prompts, self.skills, self.problems, self.notes = {}, {}, {}, []
+            self.skill_problems = {}
             self.state, self.last_error = "failed", f"{self._root} is not a directory"
             return
         scanned = scan(self._root, self.settings.format)
         prompts, problems = scanned.prompts, scanned.problems
         skills: dict[str, LocalSkill] = {}
+        skill_problems: dict[str, str] = {}
         if self.offers_skills:
             plugin = self.settings.format == "claude-plugin" or (
                 self.settings.format == "auto" and (self._root / ".claude-plugin").is_dir()
             )
             found = scan_skills(self._root, plugin)
-            skills, problems = found.skills, {**problems, **found.problems}
+            skills = found.skills
             if self.settings.skills_as == "skills":
                 prompts = {name: p for name, p in prompts.items() if not p.source.endswith("/SKILL.md")}
+                problems = {at: why for at, why in problems.items() if not at.endswith("/SKILL.md")}  # no prompt
+                problems.update(found.problems)
+            else:  # "both": the file is still a prompt (or a prompt problem of its own, kept beside)
+                skill_problems = found.problems
         self.prompts, self.skills, self.problems, self.notes = prompts, skills, problems, scanned.notes
+        self.skill_problems = skill_problems
         self.state = "ready"
-        self.last_error = "; ".join(self.problems.values()) or None
+        self.last_error = "; ".join([*self.problems.values(), *self.skill_problems.values()]) or None
         for problem in self.problems.values():
             if problem not in known:
                 log.warning("prompt_file_broken", upstream=self.namespace, problem=problem)
+        for problem in self.skill_problems.values():
+            if problem not in known:
+                log.warning("skill_refused", upstream=self.namespace, problem=problem)
         for note in self.notes:
             if note not in known:
                 log.info("prompt_file_note", upstream=self.namespace, note=note)
@@ -319,10 +332,10 @@ class FilePromptSource:
         await FolderWatch(self._root, self._reread).follow()
 
     async def _reread(self, reason: Reason) -> None:
-        before = (self.prompts, self.problems, self.skills)
+        before = (self.prompts, self.problems, self.skills, self.skill_problems)
         await anyio.to_thread.run_sync(self._load)
         if reason == "armed":  # the first watch is on: what changed since the first read, if anything
-            if (self.prompts, self.problems, self.skills) != before:
+            if (self.prompts, self.problems, self.skills, self.skill_problems) != before:
                 log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
                 self._on_change(self.namespace)
             return
