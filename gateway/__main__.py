@@ -26,6 +26,7 @@ from gateway.protocol.errors import ConfigError, GatewayError, UpstreamError
 from gateway.protocol.meta_keys import TAGS_META_KEY
 from gateway.serve_command import serve_command
 from gateway.serving import ensure_safe_exposure, listening_socket
+from gateway.transports.child_env import withhold_inherited_descriptors
 
 EXIT_OK, EXIT_UPSTREAM_FAILED, EXIT_CONFIG = 0, 1, 2
 log = structlog.get_logger("gateway.cli")
@@ -312,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return _cannot_start(args, exc.message)
     if args.command == "serve":
+        withhold_inherited_descriptors()  # uvloop's children would inherit them (libuv has no close_fds)
         sock = None
         if config.server.transport == "http":  # bound before any upstream starts: a taken port fails at once
             try:

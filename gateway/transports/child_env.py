@@ -81,3 +81,29 @@ def child_environment(extra: Mapping[str, str], parent: Mapping[str, str] | None
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
     return env
+
+
+def withhold_inherited_descriptors() -> int:
+    """Mark every descriptor above stderr that the gateway was started with as close-on-exec, so that its
+    upstreams do not inherit them; returns how many were inheritable.
+
+    Python's own subprocess closes them (``close_fds``), but uvloop, which ``serve`` runs on, starts
+    children through libuv, which has none: whatever the client that started the gateway left open
+    (Node's children inherit the same way) reached every stdio upstream, and through it every process
+    the upstream started, holding pipes and files of the client's open for their lifetime. Called once,
+    before anything is opened: the gateway's own descriptors are close-on-exec already (PEP 446)."""
+    withheld = 0
+    try:
+        opened = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc (macOS): the usual range, tried one by one
+        opened = list(range(3, 256))
+    for fd in opened:
+        if fd <= 2:
+            continue
+        try:
+            if os.get_inheritable(fd):
+                os.set_inheritable(fd, False)
+                withheld += 1
+        except OSError:  # closed meanwhile (the listing's own descriptor) or never open
+            continue
+    return withheld

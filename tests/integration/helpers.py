@@ -197,12 +197,13 @@ class RunningGateway:
 
 @asynccontextmanager
 async def running_gateway(
-    config: Path, *extra: str, env: dict[str, str] | None = None
+    config: Path, *extra: str, env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()
 ) -> AsyncIterator[RunningGateway]:
     """The gateway serving HTTP on an ephemeral port, its log events collected as they come (``env``: in
-    its environment, besides this process's)."""
+    its environment, besides this process's; ``pass_fds``: descriptors it inherits, as from a client)."""
     command = [*gateway_command(config, "serve"), "--log-level", "info", *extra]
-    async with await anyio.open_process(command, cwd=ROOT, env={**os.environ, **(env or {})}) as process:
+    environment = {**os.environ, **(env or {})}
+    async with await anyio.open_process(command, cwd=ROOT, env=environment, pass_fds=pass_fds) as process:
         assert process.stderr is not None
         lines = BufferedByteReceiveStream(process.stderr)
         running: RunningGateway | None = None

@@ -4,6 +4,7 @@ started by the real gateway, itself started by the official SDK client with an e
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -11,10 +12,12 @@ import mcp.types as t
 import pytest
 from mcp import Client
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
-from tests.integration.helpers import gateway_params, sdk_upstream, write_config
+from tests.integration.helpers import gateway_params, running_gateway, sdk_upstream, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+HTTP = {"transport": "http", "port": 0}
 
 PROXY = "http://alice:s3cr3t-proxy-pw@proxy.internal:3128"
 PASSED = {
@@ -56,3 +59,22 @@ async def test_tls_proxy_and_cache_variables_reach_the_upstream_and_secrets_do_n
     assert not set(KEPT_OUT) & set(seen)
     assert "upstream_state" in log  # the log was captured
     assert "s3cr3t-proxy-pw" not in log
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc (Linux)")
+async def test_descriptors_the_gateway_inherited_do_not_reach_its_upstreams(tmp_path: Path) -> None:
+    """Under uvloop (libuv has no close_fds) a stdio upstream inherited every descriptor the gateway was
+    started with: a client's open file reached the server and whatever it started."""
+    config = write_config(tmp_path / "gateway.toml", [sdk_upstream("env", "environment")], server=HTTP)
+    clients_file = tmp_path / "the-clients-own-file"
+    with clients_file.open("w") as held:
+        os.set_inheritable(held.fileno(), True)
+        async with running_gateway(config, pass_fds=(held.fileno(),)) as gw:
+            await gw.wait_for_event("upstream_state", upstream="env", state="ready")
+            async with Client(streamable_http_client(f"{gw.url}/mcp"), mode="legacy", cache=None) as client:
+                result = await client.get_prompt("env__descriptors")
+    content = result.messages[0].content
+    assert isinstance(content, t.TextContent)
+    targets = json.loads(content.text).values()
+    assert str(clients_file) not in targets
+    assert any(target.startswith(("pipe:", "socket:")) for target in targets)  # its own stdio, read indeed
