@@ -42,6 +42,8 @@ NAME_PATTERN = re.compile(r"^(?!-)(?!.*--)[a-z0-9-]{1,64}(?<!-)\Z")
 """The Agent Skills naming rules: 1-64 characters, lower-case letters, digits and single inner hyphens."""
 
 MAX_URI_CHARS = 4096
+MAX_DESCRIPTION_CHARS = 1024
+"""The Agent Skills limit on ``description``, in characters (code points), which the Inspector checks too."""
 
 
 def digest_of(data: bytes) -> str:
@@ -62,6 +64,15 @@ def declares_extension(capabilities: Any) -> bool:
 
 def valid_name(name: str) -> bool:
     return NAME_PATTERN.match(name) is not None
+
+
+def description_problem(description: str) -> str | None:
+    """Why a ``description`` breaks the Agent Skills rules (blank, or over 1024 characters), or None."""
+    if not description.strip():
+        return "its description is blank (the spec requires one)"
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        return f"its description is {len(description)} characters, above the spec's limit of {MAX_DESCRIPTION_CHARS}"
+    return None
 
 
 # ---- what clients send ------------------------------------------------------------------------
@@ -98,6 +109,21 @@ class SkillResource(_Wire):
 class Frontmatter(_Wire):
     name: str
     description: str
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not valid_name(value):
+            raise ValueError(f"the name {value!r} breaks the spec's rules (1-64 of a-z, 0-9 and single inner hyphens)")
+        return value
+
+    @field_validator("description")
+    @classmethod
+    def _described(cls, value: str) -> str:
+        problem = description_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class Skill(_Wire):

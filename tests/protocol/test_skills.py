@@ -42,6 +42,13 @@ def test_the_specs_own_examples_are_valid_entries() -> None:
         ({"uri": "skill://acme/billing/refunds/README.md"}, "does not name a SKILL.md"),
         ({"uri": "skill://acme/billing/refund/SKILL.md"}, "not the frontmatter name"),
         ({"frontmatter": {"name": "refunds"}}, "description"),
+        # what the Inspector's --verify fails a skill for (anthropics/skills' claude-api has 1068 characters)
+        ({"frontmatter": {"name": "refunds", "description": "x" * 1025}}, "1025 characters, above the spec's limit"),
+        ({"frontmatter": {"name": "refunds", "description": " \n"}}, "description is blank"),
+        (
+            {"uri": "skill://acme/billing/Refunds/SKILL.md", "frontmatter": {"name": "Refunds", "description": "R"}},
+            "breaks the spec's rules",
+        ),
         (
             {"resources": [{"uri": "skill://acme/billing/refunds/SKILL.md", "digest": "sha256:ABC", "size": 1}]},
             "digest",

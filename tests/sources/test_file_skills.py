@@ -63,14 +63,22 @@ def test_skills_that_the_spec_does_not_allow_are_left_out_with_the_reason(tmp_pa
     skill(tmp_path, ".claude/skills/plain", b"no front matter\n")
     skill(tmp_path, ".claude/skills/broken", b"---\nname: [broken\n---\n")
     skill(tmp_path, ".claude/skills/good", front("good"))
+    long = (
+        "Use when " + "the task mentions an API " * 42
+    )  # 1058 characters (YAML drops the last space), as a popular skill's
+    skill(tmp_path, ".claude/skills/wordy", f"---\nname: wordy\ndescription: {long}\n---\n".encode())
+    skill(tmp_path, ".claude/skills/just-right", f"---\nname: just-right\ndescription: {'é' * 1024}\n---\n".encode())
     scanned = scan_skills(tmp_path, plugin=False)
-    assert list(scanned.skills) == ["good"]
+    assert sorted(scanned.skills) == ["good", "just-right"]  # 1024 characters (2048 bytes) is the limit
     problems = "\n".join(scanned.problems.values())
     assert ".claude/skills/no-name/SKILL.md: not served as a skill: its front matter has no name" in problems
     assert "the name 'not-other' is not its folder's ('other')" in problems
     assert "'Upper' breaks the Agent Skills naming rules" in problems
     assert "does not begin with YAML front matter" in problems
     assert "front matter is not valid YAML" in problems
+    assert (
+        "wordy/SKILL.md: not served as a skill: its description is 1058 characters, above the spec's limit" in problems
+    )
 
 
 def test_a_link_out_of_the_skill_is_refused_and_hidden_files_are_no_part_of_it(tmp_path: Path) -> None:
@@ -81,7 +89,7 @@ def test_a_link_out_of_the_skill_is_refused_and_hidden_files_are_no_part_of_it(t
     skill(tmp_path / "repo", ".claude/skills/hidden", front("hidden"), _x=b"")
     (tmp_path / "repo/.claude/skills/hidden/.env").write_text("TOKEN=1")
     scanned = scan_skills(tmp_path / "repo", plugin=False)
-    assert "leak.txt points outside the skill's folder" in scanned.problems[".claude/skills/linked/SKILL.md"]
+    assert "leak.txt is a symbolic link to a file outside the skill's folder" in scanned.problems[".claude/skills/linked/SKILL.md"]
     assert sorted(scanned.skills["hidden"].files) == ["SKILL.md", "_x"]
 
 

@@ -33,6 +33,7 @@ from gateway.protocol.skills import (
     MAX_TOTAL_SIZE_PER_SKILL,
     SKILL_FILE,
     SKILL_MIME_TYPE,
+    description_problem,
     digest_of,
     valid_name,
 )
@@ -204,6 +205,9 @@ def parse_frontmatter(data: bytes) -> dict[str, Any]:
     for key in ("name", "description"):
         if not isinstance(meta.get(key), str) or not meta[key]:
             raise SkillFileError(f"its front matter has no {key} (the spec requires name and description)")
+    problem = description_problem(meta["description"])
+    if problem is not None:
+        raise SkillFileError(problem)
     problem = _not_json(meta)
     if problem is not None:
         raise SkillFileError(f"its front matter holds {problem}, which JSON cannot carry")
@@ -240,7 +244,7 @@ def _read_files(folder: Path) -> dict[str, SkillFile]:
             relative = file_name if relative_dir == "." else f"{relative_dir}/{file_name}"
             path = (folder / relative).resolve()
             if not path.is_relative_to(resolved):
-                raise SkillFileError(f"{relative} points outside the skill's folder (a symbolic link?)")
+                raise SkillFileError(f"{relative} is a symbolic link to a file outside the skill's folder")
             if not path.is_file():
                 continue
             if len(files) >= MAX_RESOURCES_PER_SKILL:
