@@ -71,6 +71,8 @@ class ClientServer:
     """Turned off in the client (``"disabled": true``, Zed's ``"enabled": false``): written commented out."""
     needs: tuple[str, ...] = ()
     """For a disabled one, the variables it would need once turned on (not asked for meanwhile)."""
+    notes: tuple[str, ...] = ()
+    """What the client's entry says that the settings cannot (it signs in to the server itself)."""
 
 
 @dataclass
@@ -128,9 +130,15 @@ def read_client_config(
     else:
         section, servers = _find_servers(document, client)
         found = _SECTION_CLIENT[section] if client == "auto" else client
+        result_warnings = []
+        if client not in ("auto", "claude-code") and isinstance(document.get("projects"), dict):
+            result_warnings.append(
+                f'the file looks like Claude Code\'s ~/.claude.json (it has "projects"), read as {client}: only '
+                "its top-level servers were imported; import it with --from claude-code to see its projects' too"
+            )
         if found == "claude-desktop" and client == "auto" and _looks_like_claude_code(servers):
             found = "claude-code"
-        result = ClientConfig(found)
+        result = ClientConfig(found, warnings=result_warnings)
     inputs = _inputs(document, section)
     for name, spec in servers.items():
         if not isinstance(spec, dict):
@@ -143,14 +151,16 @@ def read_client_config(
             continue
         disabled = spec.get("disabled") is True or spec.get("enabled") is False
         into = ClientConfig(found) if disabled else result  # a disabled server asks for no variable
-        settings = _server(str(name), spec, found, _Variables(_INTERPOLATES.get(found), inputs, workspace, into), into)
+        notes: list[str] = []
+        variables = _Variables(_INTERPOLATES.get(found), inputs, workspace, into)
+        settings = _server(str(name), spec, found, variables, into, notes)
         if settings is not None and settings["transport"] == "stdio" and project is not None:
             settings.setdefault("cwd", project.replace("$", "$$"))
         if disabled:
             result.warnings += into.warnings
         if settings is not None:
             needs = tuple(sorted(into.variables)) if disabled else ()
-            result.servers.append(ClientServer(str(name), settings, disabled, needs))
+            result.servers.append(ClientServer(str(name), settings, disabled, needs, tuple(notes)))
     return result
 
 
@@ -197,13 +207,20 @@ def _claude_code_scopes(
     how = "pass --workspace PROJECT_FOLDER to import that project's servers" + (
         f" ({wanted} is none of them)" if unknown else ""
     )
+    if unknown and servers:
+        result.warnings.append(
+            f"--workspace {wanted}: the file has no project of that folder, so only your own servers "
+            '("mcpServers") were imported; a project is known by the folder Claude Code was started in'
+        )
     if others and not servers:
         only = "; ".join(others)
         raise ConfigError(
             f'no servers of your own ("mcpServers") in the file, only projects\' (local scope): {only}: {how}'
         )
     if others:
-        result.warnings.append(f"projects' own servers (local scope) not imported: {'; '.join(others)}: {how} as well")
+        result.warnings.append(f"projects' own servers (local scope) not imported: {'; '.join(others)}")
+        if not unknown:
+            result.warnings.append(f"{how} as well")
     if not servers:
         raise ConfigError('no servers in the file: neither your own ("mcpServers") nor any project\'s')
     return servers
@@ -242,7 +259,7 @@ def _inputs(document: Mapping[str, Any], section: tuple[str, ...]) -> dict[str, 
 
 
 def _server(
-    name: str, spec: Mapping[str, Any], client: str, text: _Variables, result: ClientConfig
+    name: str, spec: Mapping[str, Any], client: str, text: _Variables, result: ClientConfig, notes: list[str]
 ) -> dict[str, Any] | None:
     url = spec.get("url", spec.get("serverUrl"))
     if isinstance(url, str):
@@ -263,14 +280,14 @@ def _server(
         if isinstance(spec.get("headers"), dict) and spec["headers"]:
             settings["headers"] = {str(k): text(str(v), f"{name}.headers.{k}") for k, v in spec["headers"].items()}
         elif isinstance(spec.get("oauth"), dict) or spec.get("headersHelper") or "auth" in spec:
-            result.warnings.append(
-                f"{name}: the client signs in to this server itself (OAuth in a browser, or a helper command): the "
+            notes.append(
+                "the client signs in to this server itself (OAuth in a browser, or a helper command): the "
                 "gateway cannot; give it a token under headers, or its own client credentials under oauth "
                 "(docs/configuration.md), or it will be refused (401)"
             )
         else:
-            result.warnings.append(
-                f"{name}: a remote server with no headers: if it asks for a sign-in (401, OAuth), the gateway cannot "
+            notes.append(
+                "a remote server with no headers: if it asks for a sign-in (401, OAuth), the gateway cannot "
                 "sign in the way the client does; give it a token under headers or client credentials under oauth"
             )
         return settings

@@ -106,7 +106,8 @@ def import_client_config(
         upstream = {"namespace": _namespace(server.name, taken, separator), **server.settings}
         block = [f"[[upstreams]]  # {_string(server.name)}"]
         block += [f"{key} = {_value(value)}" for key, value in upstream.items()]
-        notes = [f"# Note: {escaped(note)}" for note in server_notes(server.settings)]
+        said = [*server.notes, *server_notes(server.settings)]
+        notes = [f"# Note: {escaped(note)}" for note in said]
         every += ["", *block]
         if server.disabled:
             warnings.append(f"{server.name}: disabled in the client: written commented out (uncomment it to serve it)")
@@ -115,7 +116,7 @@ def import_client_config(
                 lines.append(f"# It then needs {', '.join(server.needs)} set in the gateway's environment.")
             lines += notes + [f"# {line}" for line in block]
         else:
-            warnings += [f"{server.name}: {note}" for note in server_notes(server.settings)]
+            warnings += [f"{server.name}: {note}" for note in said]
             lines += ["", *notes, *block]
     output = "\n".join(lines) + "\n"
     # Variables are checked when the gateway runs, not here: import runs where they may not be set.

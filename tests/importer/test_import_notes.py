@@ -232,5 +232,22 @@ def test_claude_codes_own_file_as_the_project_has_it(tmp_path: Path) -> None:
     assert any(
         w.startswith("linear: a remote server with no headers: if it asks for a sign-in") for w in imported.warnings
     )
+    assert "# Note: a remote server with no headers: if it asks for a sign-in" in imported.toml  # said twice
+    assert "# Note: the client signs in to this server itself" in imported.toml
     assert servers(imported.toml, tmp_path) == ["linear", "sentry"]
     assert servers(turned_on(imported.toml), tmp_path) == ["fetch", "linear", "sentry"]
+
+
+def test_a_workspace_the_file_does_not_know_is_said_plainly() -> None:
+    """It read "...pass --workspace PROJECT_FOLDER to import that project's servers (/x is none of them)
+    as well" after a --workspace had been passed."""
+    imported = import_client_config(json.dumps(CLAUDE_JSON_PROJECT), workspace="/work/elsewhere")
+    assert "--workspace /work/elsewhere: the file has no project of that folder, so only your own servers" in "\n".join(
+        imported.warnings
+    )
+    assert not any("pass --workspace" in warning for warning in imported.warnings)
+
+
+def test_claude_codes_own_file_read_as_another_clients_says_so() -> None:
+    imported = import_client_config(json.dumps(CLAUDE_JSON_PROJECT), client="claude-desktop")
+    assert any("looks like Claude Code's ~/.claude.json" in warning for warning in imported.warnings)
