@@ -68,7 +68,6 @@ _ALLOWED: dict[SessionState, frozenset[str]] = {
 MODERN_METHODS = _SERVED | {"server/discover", "subscriptions/listen"}
 _REMOVED_IN_MODERN = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe"})
 KNOWN_METHODS = MODERN_METHODS | {"initialize", "ping"}
-_ASK_COMPLETIONS = frozenset({"server/discover", "completion/complete"})  # what ``serve``'s completions decide
 
 
 class Listener(Protocol):
@@ -252,7 +251,7 @@ class PromptService:
                 request.params,
                 viewer=viewer,
                 notify=notify,
-                completions=method in _ASK_COMPLETIONS and self.offers_completions(),  # only they read it
+                completions=method in ("server/discover", "completion/complete") and self.offers_completions(),
                 modern=True,
                 who=who,
             )
