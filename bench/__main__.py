@@ -115,6 +115,9 @@ async def bench_gets(quick: bool, transports: set[str], *, use_wrk: bool) -> lis
             "fastmcp": ([PY, "-m", "bench.fastmcp_proxy", "stdio", fastmcp_spec], "up_p00001", False),
             "direct-26": ([*UPSTREAM], "p00001", True),
             "gateway-26": (gateway(modern), "up__p00001", True),
+            # the floor of the gateway's own stdio transport: frames relayed as they came, nothing else
+            "relay": ([PY, "-m", "bench.stdio_relay", *UPSTREAM], "p00001", False),
+            "relay-26": ([PY, "-m", "bench.stdio_relay", *UPSTREAM], "p00001", True),
         }
         for concurrency in levels if "stdio" in transports else ():
             async with AsyncExitStack() as stack:
@@ -846,7 +849,16 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
         out[f"{transport}_2026_gateway_vs_direct_rps_at_16"] = rps(transport, "gateway-26", 16) / rps(
             transport, "direct-26", 16
         )
-    if any(r["target"] == "relay" for r in rows):  # the floor of the gateway's libraries, with nothing of its own
+    for target in ("relay", "relay-26"):  # over stdio: the floor of the gateway's own stdio transport
+        if any((r["transport"], r["target"]) == ("stdio", target) for r in rows):
+            era = "_2026" if target.endswith("26") else ""
+            gateway = "gateway-26" if era else "gateway"
+            own = cpu("stdio", gateway, "middle") - cpu("stdio", target, "middle")
+            out[f"stdio{era}_gateway_own_cpu_us_at_16"] = own  # the gateway's CPU less the bare relay's
+            out[f"stdio{era}_gateway_cpu_vs_relay_cpu_at_16"] = cpu("stdio", gateway, "middle") / cpu(
+                "stdio", target, "middle"
+            )
+    if any((r["transport"], r["target"]) == ("http", "relay") for r in rows):  # the floor of the libraries
         for target in ("relay", "relay-26"):
             era = "_2026" if target.endswith("26") else ""
             gateway = "gateway-26" if era else "gateway"
@@ -860,6 +872,7 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
             out[f"http{era}_gateway_cpu_vs_relay_cpu_at_16"] = cpu("http", gateway, "middle") / cpu(
                 "http", target, "middle"
             )
+            out[f"http{era}_gateway_own_cpu_us_at_16"] = cpu("http", gateway, "middle") - cpu("http", target, "middle")
         out["http_2026_added_p50_ms"] = p50("http", "gateway-26") - p50("http", "direct-26")
     if any(r["target"] == "haproxy" for r in rows):  # the floor: what a plain relay costs, per request
         out["http_haproxy_cpu_vs_upstream_cpu_at_16"] = cpu("http", "haproxy", "middle") / cpu(

@@ -4,7 +4,9 @@ the load, instruction counts hardly at all, so a change to the hot path is compa
 
 Usage: ``python -m bench.instructions TARGET [REQUESTS]``, TARGET one of ``gateway``, ``gateway-26``,
 ``relay``, ``relay-26``, ``sampled-26`` (``sample_ratio = 0.1``), ``dropped-26`` (``sample_ratio = 0``,
-no histograms), ``traced-26`` (every request). One request at a time (more in flight batches the
+no histograms), ``traced-26`` (every request); over stdio ``stdio-gateway``, ``stdio-gateway-26``, and
+the bare stdio relay ``stdio-relay``, ``stdio-relay-26`` (``bench/stdio_relay.py``), the upstream their
+child. One request at a time (more in flight batches the
 loop's work differently from run to run); what the process does while idle for the same time is
 counted apart and taken off. Needs valgrind (``apt-get install valgrind``). Prints one JSON line.
 """
@@ -26,8 +28,8 @@ from typing import Any
 
 import httpx
 
-from bench.clients import ENVELOPE, INIT
-from bench.config import PY, ROOT, gateway_config, toml
+from bench.clients import ENVELOPE, INIT, stdio_client
+from bench.config import PY, ROOT, gateway_config, stdio_upstream, toml
 
 TELEMETRY = {"sampled-26": (0.1, True), "dropped-26": (0.0, False), "traced-26": (1.0, True)}
 
@@ -117,6 +119,39 @@ async def drive(url: str, pid: int, *, modern: bool, name: str, requests: int) -
         return idle, time.time() - started
 
 
+async def drive_stdio(target: str, directory: Path, requests: int) -> tuple[int, float, float]:
+    """Over stdio: the middle (gateway or bare relay) under callgrind, its upstream a child it starts.
+    Its pid, then seconds of idle counting and of load counting."""
+    modern = target.endswith("26")
+    if "relay" in target:
+        middle, name = [PY, "-m", "bench.stdio_relay", PY, "-m", "bench.upstream"], "p00001"
+    else:
+        upstream = {**stdio_upstream(), "protocol": "modern" if modern else "legacy"}
+        config = gateway_config(directory / "g.toml", {"up": upstream}, http=False)
+        middle = [PY, "-m", "gateway", "serve", "--config", str(config), "--log-level", "info"]
+        name = "up__p00001"
+    callgrind_run = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={directory}/cg.%p"]
+    async with stdio_client([*callgrind_run, "-q", *middle], {"PYTHONPATH": str(ROOT)}, modern=modern) as client:
+
+        async def one() -> None:
+            await client.request("prompts/get", {"name": name, "arguments": {"topic": "benchmarks"}})
+
+        for _ in range(60):  # warm
+            await one()
+        callgrind(client.pid, "-i", "on")
+        started = time.time()
+        await asyncio.sleep(4)
+        callgrind(client.pid, "-d")
+        idle = time.time() - started
+        started = time.time()
+        for _ in range(requests):
+            await one()
+        await asyncio.sleep(1)
+        callgrind(client.pid, "-i", "off")
+        callgrind(client.pid, "-d")
+        return client.pid, idle, time.time() - started
+
+
 def totals(path: Path) -> int:
     return int([line for line in path.read_text().splitlines() if line.startswith("totals:")][-1].split()[1])
 
@@ -124,6 +159,10 @@ def totals(path: Path) -> int:
 def main() -> None:
     target, requests = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 300
     directory = Path(tempfile.mkdtemp(prefix="bench-instructions-"))
+    if target.startswith("stdio-"):
+        pid, idle_s, load_s = asyncio.run(drive_stdio(target, directory, requests))
+        report(target, requests, directory, pid, idle_s, load_s)
+        return
     upstream = subprocess.Popen(
         [PY, "-m", "bench.upstream"], env={**os.environ, "SERVE": "http"}, stdout=subprocess.PIPE, cwd=ROOT
     )
@@ -138,7 +177,11 @@ def main() -> None:
             middle.wait(30)
     finally:
         upstream.terminate()
-    idle, load = (totals(directory / f"cg.{middle.pid}.{n}") for n in (1, 2))
+    report(target, requests, directory, middle.pid, idle_s, load_s)
+
+
+def report(target: str, requests: int, directory: Path, pid: int, idle_s: float, load_s: float) -> None:
+    idle, load = (totals(directory / f"cg.{pid}.{n}") for n in (1, 2))
     per_request = (load - idle / idle_s * load_s) / requests
     print(json.dumps({"target": target, "requests": requests, "instructions_per_request": round(per_request)}))
 

@@ -24,6 +24,7 @@ from gateway.identity.principal import LOCAL, Identity
 from gateway.observability.tracing import RECEIVED_OVER, STDIO
 from gateway.protocol.errors import ConfigError, GatewayError
 from gateway.protocol.jsonrpc import Notification, Request, encode
+from gateway.protocol.modern import Envelope
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.transports.base import MessageStream
 
@@ -137,9 +138,13 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
         gateway.hub.add(session)
         return session
 
-    async def stateless(request: Request, notify: Notify, principal: Identity | None) -> dict[str, Any]:
+    async def stateless(
+        request: Request, notify: Notify, principal: Identity | None, envelope: Envelope
+    ) -> dict[str, Any]:
         with gateway.service.observe(request.method):  # counted as a session's requests are
-            return await gateway.service.modern(request, notify, viewer=gateway.viewer_for(principal), who=principal)
+            return await gateway.service.modern(
+                request, notify, viewer=gateway.viewer_for(principal), who=principal, envelope=envelope
+            )
 
     cluster_settings = gateway.config.cluster
     gateway.cluster = (

@@ -89,6 +89,7 @@ class Catalog(Listing, Routing):
         self._known_names: list[dict[str, tuple[str, ...]]] = [{} for _ in self.mounts]
         self._by_namespace = {m.namespace: i for i, m in enumerate(self.mounts)}
         self._flights = _SingleFlight()
+        self._decided = {}
         # Collisions are possible only where an unprefixed mount or a rename shares the name space with
         # others: a mount may lose a name to an earlier one only at or after the first such mount.
         self._first_shared = next((i for i, m in enumerate(self.mounts) if not m.prefix or m.renames), len(self.mounts))

@@ -41,10 +41,37 @@ _T = TypeVar("_T")
 _Result = TypeVar("_Result", bound=BaseModel)
 
 
+MAX_DECIDED = 4096
+"""Routing decisions kept (public name and caller); past it they are made afresh and kept anew."""
+
+
 class Routing(CatalogState):
     """The routing half of the catalog; the state it reads is the catalog's."""
 
+    _decided: dict[tuple[str, int], tuple[Viewer | None, int, str, dict[str, Any], dict[str, dict[str, Any]]]]
+    """What ``_resolve`` decided for (public name, caller), with the upstream's index it read: kept
+    while that index is the upstream's (a list change or reconnection replaces it) and the upstream is
+    ready. Only a name no earlier upstream could claim is kept (an earlier one's miss may re-list it)."""
+
     async def _resolve(self, public: str, viewer: Viewer | None) -> tuple[int, str, dict[str, Any]]:
+        """``_decide``'s answer, decided once per name, caller and listing: every input it reads
+        (the names' mount, its index and readiness, the policies, the caller's rules) is the same."""
+        key = (public, id(viewer))  # the caller's rules by identity (kept alive here, so never reused)
+        kept = self._decided.get(key)
+        if kept is not None:
+            kept_viewer, i, local, entry, index = kept
+            if kept_viewer is viewer and self._states[i].index is index and self.mounts[i].source.ready:
+                return i, local, entry
+        i, local, entry = await self._decide(public, viewer)
+        read = self._states[i].index
+        first = next(j for j, mount in enumerate(self.mounts) if mount.local_name(public) is not None)
+        if read is not None and read.get(local) is entry and first == i:
+            if len(self._decided) >= MAX_DECIDED:
+                self._decided.clear()
+            self._decided[key] = (viewer, i, local, entry, read)
+        return i, local, entry
+
+    async def _decide(self, public: str, viewer: Viewer | None) -> tuple[int, str, dict[str, Any]]:
         """The mount's index, local name and listing entry behind a public name, or UnknownPrompt. A hidden name
         and an unknown one answer alike, also under an upstream that is down: both say it is down when
         the caller may see that upstream at all, both are unknown otherwise (so no answer tells a deny

@@ -41,6 +41,7 @@ from gateway.protocol.models import CompleteParams, GetPromptParams, parse_param
 from gateway.protocol.modern import (
     PROTOCOL_VERSION_KEY,
     SUBSCRIPTION_ID_KEY,
+    Envelope,
     check_version,
     read_envelope,
     supported_versions,
@@ -195,12 +196,19 @@ class PromptService:
         return self._catalog().skills.offered
 
     async def modern(
-        self, request: Request, notify: Notify, *, viewer: Viewer | None, who: Identity | None = None
+        self,
+        request: Request,
+        notify: Notify,
+        *,
+        viewer: Viewer | None,
+        who: Identity | None = None,
+        envelope: Envelope | None = None,
     ) -> dict[str, Any]:
-        """A stateless (2026-07-28) request: its envelope says everything, no session is consulted."""
+        """A stateless (2026-07-28) request: its envelope says everything, no session is consulted.
+        ``envelope``: the request's, when the front end has read it already (it is read once)."""
         with tracing().server(request, mcp_version=_stated_version(request.params), session_id=None):
             await self.admit(who, request.method, request.params)
-            return await self._modern(request, notify, viewer=viewer, who=who)
+            return await self._modern(request, notify, viewer=viewer, who=who, envelope=envelope)
 
     async def admit(self, who: Identity | None, method: str, params: dict[str, Any] | None) -> None:
         """Count a client's request against its limits; RateLimited (audited, counted) if over one."""
@@ -217,9 +225,15 @@ class PromptService:
             raise
 
     async def _modern(
-        self, request: Request, notify: Notify, *, viewer: Viewer | None, who: Identity | None
+        self,
+        request: Request,
+        notify: Notify,
+        *,
+        viewer: Viewer | None,
+        who: Identity | None,
+        envelope: Envelope | None,
     ) -> dict[str, Any]:
-        envelope = read_envelope(request.params)
+        envelope = envelope or read_envelope(request.params)
         check_version(envelope)
         method = request.method
         if (
@@ -237,7 +251,7 @@ class PromptService:
                 request.params,
                 viewer=viewer,
                 notify=notify,
-                completions=self.offers_completions(),
+                completions=method in ("server/discover", "completion/complete") and self.offers_completions(),
                 modern=True,
                 who=who,
             )

@@ -34,7 +34,8 @@ def _redact_value(key: str, value: Any) -> Any:
 
 
 def redact_secrets(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    for key in list(event):
+    # only what can hold a secret is rebuilt: a key named like one, or an object (its keys may be)
+    for key in [k for k, v in event.items() if isinstance(v, dict) or k.lower() in _SECRET_KEYS]:
         event[key] = _redact_value(key, event[key])
     return event
 

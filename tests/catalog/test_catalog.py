@@ -466,3 +466,21 @@ async def test_a_prompt_the_global_policy_hides_does_not_hold_its_name_against_a
     result = await cat.get_prompt({"name": "greet"})
     assert result["messages"][0]["content"]["text"].startswith("second:")
     assert await cat.collisions() == []
+
+
+async def test_a_kept_routing_decision_holds_only_while_its_listing_and_upstream_do() -> None:
+    """A name's route is decided once per caller and listing: a new listing, an upstream gone down, or
+    another caller's rules decide afresh (what the kept decision skipped reading would say otherwise)."""
+    docs = FakePromptSource("docs", [{"name": "howto"}, {"name": "draft"}])
+    cat = catalog(docs)
+    blind = Rules(deny=("docs__howto",))
+    await cat.get_prompt({"name": "docs__howto"})
+    await cat.get_prompt({"name": "docs__howto"})  # kept for the caller without rules
+    assert await _outcome(cat, "docs__howto", blind) == (-32602, "Unknown prompt: NAME")  # not another's
+    docs.ready = False  # down, the index still in place: not served from what was kept
+    assert (await _outcome(cat, "docs__howto"))[0] == -32603
+    docs.ready = True
+    await cat.get_prompt({"name": "docs__howto"})
+    docs.prompts[:] = [{"name": "draft"}]  # listed no more
+    cat.invalidate("docs")
+    assert await _outcome(cat, "docs__howto") == (-32602, "Unknown prompt: NAME")

@@ -34,7 +34,7 @@ from gateway.identity.rate_limits import Counts, RateLimits
 from gateway.observability import tracing
 from gateway.observability.otel import OpenTelemetryTracing
 from gateway.protocol.jsonrpc import Request
-from gateway.protocol.modern import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY
+from gateway.protocol.modern import CLIENT_CAPABILITIES_KEY, PROTOCOL_VERSION_KEY, Envelope
 from gateway.rpc import Notify, RpcPeer
 from gateway.testing import FakePromptSource, FakeSkillSource, memory_frame_pair
 
@@ -329,8 +329,10 @@ def http_app() -> tuple[Any, list[ClientSession]]:
         sessions.append(session)
         return session
 
-    async def stateless(request: Request, notify: Notify, principal: Identity | None) -> dict[str, Any]:
-        return await shared.modern(request, notify, viewer=VIEWER, who=WHO)
+    async def stateless(
+        request: Request, notify: Notify, principal: Identity | None, envelope: Envelope
+    ) -> dict[str, Any]:
+        return await shared.modern(request, notify, viewer=VIEWER, who=WHO, envelope=envelope)
 
     frontend = HttpFrontend(ServerSettings(transport="http"), factory, stateless=stateless, max_message_bytes=64 * 1024)
     return frontend.app(), sessions

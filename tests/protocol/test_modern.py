@@ -8,9 +8,12 @@ from hypothesis import strategies as st
 
 from gateway.protocol.errors import HeaderMismatch, InvalidParams, UnsupportedVersion
 from gateway.protocol.modern import (
+    _HEADER_SAFE,
+    _SENTINEL,
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
     PROTOCOL_VERSION_KEY,
+    _plain,
     carries_envelope,
     check_headers,
     check_version,
@@ -87,6 +90,19 @@ def test_headers_must_mirror_the_body() -> None:
     check_headers(
         headers(mcp_protocol_version="2026-07-28", mcp_method="prompts/list"), "prompts/list", {}, "2026-07-28"
     )
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F)) | st.text())
+@example("=?base64?")
+@example("a b")
+@example(" a")
+@example("")
+def test_plain_header_values_are_found_as_the_patterns_find_them(value: str) -> None:
+    """The string-method fast path takes only what the patterns take as plain (else they decide)."""
+    if _plain(value):
+        assert _HEADER_SAFE.match(value)
+        assert not _SENTINEL.match(value)
+        assert encode_header_value(value) == value == decode_header_value(value)
 
 
 @given(st.text())

@@ -37,6 +37,7 @@ from gateway.protocol.jsonrpc import (
     to_wire,
 )
 from gateway.protocol.jsonrpc import Response as RpcResponse
+from gateway.protocol.modern import Envelope
 from gateway.rpc import InboundRequests, Notify, PeerClosed, RemoteError, RequestTimeout
 from gateway.transports.sse import EventLog
 
@@ -143,8 +144,9 @@ class HttpSession:
         return True
 
 
-Stateless = Callable[[Request, Notify, Identity | None], Awaitable[dict[str, Any]]]
-"""``handler(request, notify, principal)`` answers one 2026-07-28 request, no session involved."""
+Stateless = Callable[[Request, Notify, Identity | None, Envelope], Awaitable[dict[str, Any]]]
+"""``handler(request, notify, principal, envelope)`` answers one 2026-07-28 request, no session involved
+(its envelope read once, by the front end)."""
 
 
 class SessionStore:

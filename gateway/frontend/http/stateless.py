@@ -33,7 +33,7 @@ from gateway.protocol.jsonrpc import (
     error_response,
     to_wire,
 )
-from gateway.protocol.modern import check_headers, read_envelope
+from gateway.protocol.modern import Envelope, check_headers, read_envelope
 from gateway.rpc import Notify, answer
 
 log = structlog.get_logger("gateway.http")
@@ -59,7 +59,7 @@ class StatelessPath(HttpPaths):
         if streamed and self.store.task_group is None:
             return plain(503, "Service Unavailable: shutting down")
         if streamed:
-            body = self._answer_events(lambda notify: self._stateless_answer(request, notify, principal))
+            body = self._answer_events(lambda notify: self._stateless_answer(request, notify, principal, envelope))
             return sse_response(self._counted(body, principal))
         self._request_share.acquire(principal)
         try:
@@ -68,7 +68,7 @@ class StatelessPath(HttpPaths):
                 watch_task = asyncio.get_running_loop().create_task(watch.run())
                 self._watches.add(watch_task)  # held until done: the loop keeps only weak references
                 watch_task.add_done_callback(self._watches.discard)
-                answer = await self._stateless_answer(request, no_notify, principal)
+                answer = await self._stateless_answer(request, no_notify, principal, envelope)
                 watch.answered = True
                 return modern_answer(answer)
             return Response(status_code=499)  # the client went away; nobody reads this
@@ -86,9 +86,11 @@ class StatelessPath(HttpPaths):
             self._stream_share.release(principal)
             await body.aclose()  # its request is cancelled now, not when the generator is collected
 
-    async def _stateless_answer(self, request: Request, notify: Notify, principal: Identity | None) -> dict[str, Any]:
+    async def _stateless_answer(
+        self, request: Request, notify: Notify, principal: Identity | None, envelope: Envelope
+    ) -> dict[str, Any]:
         tokens = structlog.contextvars.bind_contextvars(request_id=request.id, method=request.method)
         try:
-            return to_wire(await answer(request, self._stateless(request, notify, principal), log))
+            return to_wire(await answer(request, self._stateless(request, notify, principal, envelope), log))
         finally:
             structlog.contextvars.reset_contextvars(**tokens)
