@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import platform
 import shutil
@@ -836,18 +837,27 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
     def cpu(transport: str, target: str, process: str) -> float:
         return float(row(transport, target, 16)["cpu_us_per_request"][process])
 
+    def over(part: float, whole: float) -> float:
+        """A ratio, NaN where the whole is 0: a target that got no request through in a short run (a smoke
+        run on a loaded machine) is said in the report, not a crash of the whole run."""
+        return part / whole if whole else math.nan
+
     out = {}
     for transport in ("stdio", "http"):  # the gateway's own cost, next to the upstream server's
         for target in ("gateway", "gateway-26"):
             era = "_2026" if target.endswith("26") else ""
-            ratio = cpu(transport, target, "middle") / cpu(transport, target, "upstream")
+            ratio = over(cpu(transport, target, "middle"), cpu(transport, target, "upstream"))
             out[f"{transport}{era}_gateway_cpu_vs_upstream_cpu_at_16"] = ratio
     for transport in ("stdio", "http"):
-        out[f"{transport}_gateway_vs_direct_rps_at_16"] = rps(transport, "gateway", 16) / rps(transport, "direct", 16)
-        out[f"{transport}_gateway_vs_fastmcp_rps_at_16"] = rps(transport, "gateway", 16) / rps(transport, "fastmcp", 16)
+        out[f"{transport}_gateway_vs_direct_rps_at_16"] = over(
+            rps(transport, "gateway", 16), rps(transport, "direct", 16)
+        )
+        out[f"{transport}_gateway_vs_fastmcp_rps_at_16"] = over(
+            rps(transport, "gateway", 16), rps(transport, "fastmcp", 16)
+        )
         out[f"{transport}_added_p50_ms"] = p50(transport, "gateway") - p50(transport, "direct")
-        out[f"{transport}_2026_gateway_vs_direct_rps_at_16"] = rps(transport, "gateway-26", 16) / rps(
-            transport, "direct-26", 16
+        out[f"{transport}_2026_gateway_vs_direct_rps_at_16"] = over(
+            rps(transport, "gateway-26", 16), rps(transport, "direct-26", 16)
         )
     for target in ("relay", "relay-26"):  # over stdio: the floor of the gateway's own stdio transport
         if any((r["transport"], r["target"]) == ("stdio", target) for r in rows):
@@ -855,31 +865,31 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
             gateway = "gateway-26" if era else "gateway"
             own = cpu("stdio", gateway, "middle") - cpu("stdio", target, "middle")
             out[f"stdio{era}_gateway_own_cpu_us_at_16"] = own  # the gateway's CPU less the bare relay's
-            out[f"stdio{era}_gateway_cpu_vs_relay_cpu_at_16"] = cpu("stdio", gateway, "middle") / cpu(
-                "stdio", target, "middle"
+            out[f"stdio{era}_gateway_cpu_vs_relay_cpu_at_16"] = over(
+                cpu("stdio", gateway, "middle"), cpu("stdio", target, "middle")
             )
     if any((r["transport"], r["target"]) == ("http", "relay") for r in rows):  # the floor of the libraries
         for target in ("relay", "relay-26"):
             era = "_2026" if target.endswith("26") else ""
             gateway = "gateway-26" if era else "gateway"
-            out[f"http{era}_relay_cpu_vs_upstream_cpu_at_16"] = cpu("http", target, "middle") / cpu(
-                "http", target, "upstream"
+            out[f"http{era}_relay_cpu_vs_upstream_cpu_at_16"] = over(
+                cpu("http", target, "middle"), cpu("http", target, "upstream")
             )
-            out[f"http{era}_relay_vs_direct_rps_at_16"] = rps("http", target, 16) / rps(
-                "http", "direct-26" if era else "direct", 16
+            out[f"http{era}_relay_vs_direct_rps_at_16"] = over(
+                rps("http", target, 16), rps("http", "direct-26" if era else "direct", 16)
             )
             out[f"http{era}_relay_added_p50_ms"] = p50("http", target) - p50("http", "direct-26" if era else "direct")
-            out[f"http{era}_gateway_cpu_vs_relay_cpu_at_16"] = cpu("http", gateway, "middle") / cpu(
-                "http", target, "middle"
+            out[f"http{era}_gateway_cpu_vs_relay_cpu_at_16"] = over(
+                cpu("http", gateway, "middle"), cpu("http", target, "middle")
             )
             out[f"http{era}_gateway_own_cpu_us_at_16"] = cpu("http", gateway, "middle") - cpu("http", target, "middle")
         out["http_2026_added_p50_ms"] = p50("http", "gateway-26") - p50("http", "direct-26")
     if any(r["target"] == "haproxy" for r in rows):  # the floor: what a plain relay costs, per request
-        out["http_haproxy_cpu_vs_upstream_cpu_at_16"] = cpu("http", "haproxy", "middle") / cpu(
-            "http", "haproxy", "upstream"
+        out["http_haproxy_cpu_vs_upstream_cpu_at_16"] = over(
+            cpu("http", "haproxy", "middle"), cpu("http", "haproxy", "upstream")
         )
-        out["http_gateway_cpu_vs_haproxy_cpu_at_16"] = cpu("http", "gateway", "middle") / cpu(
-            "http", "haproxy", "middle"
+        out["http_gateway_cpu_vs_haproxy_cpu_at_16"] = over(
+            cpu("http", "gateway", "middle"), cpu("http", "haproxy", "middle")
         )
     return out
 
