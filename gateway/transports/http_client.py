@@ -209,6 +209,14 @@ class StreamableHttpStream(_HttpStream):
     session_id: str | None = None  # per instance once set; immutable defaults, so no __init__ of its own
     protocol_version: str | None = None
     _listening = False
+    _hearing = False
+
+    @property
+    def hears_server(self) -> bool:
+        """Whether a 2025 server's own messages (its ``list_changed``) can reach us now: only on the GET
+        stream, which needs a session and which the server may refuse (405). A stateless server (the
+        TypeScript SDK's default 2025 serving) declares ``listChanged`` and can never send one."""
+        return self._hearing
 
     def set_protocol_version(self, version: str | None) -> None:
         self.protocol_version = version
@@ -366,11 +374,15 @@ class StreamableHttpStream(_HttpStream):
                         return
                     if status == 200:
                         delay = 1.0
-                        async for event in events_of(response).aiter_sse():
-                            last_id = event.id or last_id
-                            delay = (event.retry or 1000) / 1000
-                            if event.data:
-                                await self._deliver(event.data.encode())
+                        self._hearing = True
+                        try:
+                            async for event in events_of(response).aiter_sse():
+                                last_id = event.id or last_id
+                                delay = (event.retry or 1000) / 1000
+                                if event.data:
+                                    await self._deliver(event.data.encode())
+                        finally:
+                            self._hearing = False
             except (*HTTP_ERRORS, httpx.HTTPError) as exc:
                 if self._unreachable(exc):
                     return

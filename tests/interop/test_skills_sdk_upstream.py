@@ -22,6 +22,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, StdioServerParameters
 
+from gateway.catalog.relayed_skills import UNANNOUNCED_S
 from gateway.protocol.skills import EXTENSION_ID, Skill
 from tests.integration.helpers import ListChangedWatcher, gateway_params, write_config
 from tests.integration.test_skills import call, files_upstream, read_back, skills_folder
@@ -220,3 +221,29 @@ async def test_a_file_changed_in_the_upstreams_folder_is_announced_with_its_new_
             assert await read_back(client, uri) == invoice.read_bytes()
             snapshot = "skill://ext/pdf-processing/templates/forms/invoice.md"
             assert await read_back(client, snapshot) == FILES["pdf-processing/templates/forms/invoice.md"]
+
+
+async def test_a_stateless_2025_upstream_cannot_announce_so_its_skills_are_held_briefly(
+    node: str, sdk_pinned: str, tmp_path: Path
+) -> None:
+    """The SDK's HTTP entry serves 2025 clients statelessly: no session, so no GET stream that a change
+    could come on, though it declares ``resources.listChanged``. Relayed with ``protocol = "legacy"``, its
+    skills are held as those of a server that announces nothing (``UNANNOUNCED_S``), not for ten minutes:
+    a changed file's new digest is listed within seconds (it was not, before)."""
+    folder = sdk_folder(tmp_path / "skills")
+    invoice = folder / "pdf-processing" / "templates" / "forms" / "invoice.md"
+    async with http_upstream(node, folder) as (url, upstream_log):
+        old = {"namespace": "old", "transport": "streamable-http", "url": url, "relay_skills": True}
+        config = write_config(tmp_path / "c.toml", [{**old, "protocol": "legacy", "timeout_s": 20}])
+        async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+            skill = "skill://old/pdf-processing/SKILL.md"
+            before = (await call(client, "skills/get", {"uri": skill}))["skill"]
+            await anyio.Path(invoice).write_bytes(b"Invoice v3\n")
+            with anyio.fail_after(20):
+                assert (await upstream_log.receive_until(b"\n", 4096)).startswith(b"rediscovered")
+            with anyio.fail_after(UNANNOUNCED_S + 15):  # no event to wait for: nothing is announced
+                while (after := (await call(client, "skills/get", {"uri": skill}))["skill"]) == before:
+                    await anyio.sleep(0.5)
+            uri = "skill://old/pdf-processing/templates/forms/invoice.md"
+            (new,) = [r for r in after["resources"] if r["uri"] == uri]
+            assert new["digest"] == "sha256:" + hashlib.sha256(b"Invoice v3\n").hexdigest()
