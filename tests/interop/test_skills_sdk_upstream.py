@@ -247,3 +247,40 @@ async def test_a_stateless_2025_upstream_cannot_announce_so_its_skills_are_held_
             uri = "skill://old/pdf-processing/templates/forms/invoice.md"
             (new,) = [r for r in after["resources"] if r["uri"] == uri]
             assert new["digest"] == "sha256:" + hashlib.sha256(b"Invoice v3\n").hexdigest()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_sdks_client_loads_the_gateways_skills(node: str, sdk_pinned: str, tmp_path: Path, mode: str) -> None:
+    """The other way round: the SDK's client as a host, against the gateway serving a skill folder and the
+    SDK's own server relayed, at both eras. Every read is verified by the SDK (it throws on a mismatch)."""
+    folder = sdk_folder(tmp_path / "skills")
+    team = files_upstream(skills_folder(tmp_path / "repo"), "both")
+    config = write_config(tmp_path / "c.toml", [team, stdio_upstream(node, "ext", folder)])
+    client = ROOT / "tests" / "interop" / "ext_skills_client.mjs"
+    with anyio.fail_after(60):
+        ran = await anyio.run_process(
+            [node, str(client), mode, GATEWAY, "serve", "--config", str(config), "--log-level", "warning"], check=False
+        )
+    assert ran.returncode == 0, ran.stderr.decode()[-3000:]
+    summary = json.loads(ran.stdout.decode().splitlines()[-1])
+    assert summary["protocolVersion"] == ("2026-07-28" if mode == "auto" else "2025-11-25")
+    assert (summary["supports"], summary["directoryRead"]) == (True, True)
+    team_skill = summary["skills"]["skill://team/pdf-processing/SKILL.md"]
+    assert (
+        sorted(team_skill["verified"])
+        == sorted(team_skill["walked"])
+        == [
+            "skill://team/pdf-processing/SKILL.md",
+            "skill://team/pdf-processing/logo.png",
+            "skill://team/pdf-processing/templates/invoice.md",
+        ]
+    )
+    relayed_skill = summary["skills"]["skill://ext/pdf-processing/SKILL.md"]
+    assert (
+        sorted(relayed_skill["verified"])
+        == sorted(relayed_skill["walked"])
+        == [f"skill://ext/{path}" for path in sorted(FILES) if path.startswith("pdf-processing/")]
+    )
+    relayed_skills = {f"skill://ext/{path}" for path in FILES if path.endswith("/SKILL.md")}
+    assert set(summary["skills"]) == {"skill://team/pdf-processing/SKILL.md", *relayed_skills}
+    assert "skill://ext/acme/billing/refunds/SKILL.md" in summary["catalog"]
