@@ -135,7 +135,8 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
     @property
     def announces_resource_changes(self) -> bool:
         """Whether a change of its skills will be announced: a modern server while our listen is up, a 2025
-        one while its messages can reach us (over HTTP, only while its GET stream is open)."""
+        one while its messages can reach us. Over HTTP that is only while its GET stream is open: a
+        stateless server (the TypeScript SDK's 2025 serving) declares ``listChanged`` yet never can."""
         if self.modern:
             return self.declares_resource_changes and self._listening_skills
         return self.declares_resource_changes and bool(getattr(self._stream, "hears_server", True))
