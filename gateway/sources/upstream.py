@@ -134,8 +134,12 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
 
     @property
     def announces_resource_changes(self) -> bool:
-        """Whether a change of its skills will be announced (a modern server: while our listen is up)."""
-        return self.declares_resource_changes and (self._listening_skills or not self.modern)
+        """Whether a change of its skills will be announced: a modern server while our listen is up, a 2025
+        one while its messages can reach us. Over HTTP that is only while its GET stream is open: a
+        stateless server (the TypeScript SDK's 2025 serving) declares ``listChanged`` yet never can."""
+        if self.modern:
+            return self.declares_resource_changes and self._listening_skills
+        return self.declares_resource_changes and bool(getattr(self._stream, "hears_server", True))
 
     @property
     def announces_list_changes(self) -> bool:

@@ -1,20 +1,18 @@
 """HTTP upstream transports as frame streams: MCP Streamable HTTP and the legacy HTTP+SSE transport.
 
 Both look like stdio to the layer above (``send`` a frame, ``receive`` frames), so one RpcPeer and one
-supervisor serve every kind of upstream. Streamable HTTP: each frame is a POST; the answer arrives as
-a JSON body or an SSE stream. Up to 2025-11-25 the session id and protocol-version headers are kept,
-a stream the server closes early is resumed with ``Last-Event-ID``, and a GET stream carries the
-server's own messages. A session the server no longer knows (404, or a 400 that names the session, as
-server-everything answers after a restart) ends the stream marked ``session_lost`` (the supervisor
-re-initializes and the request is tried once more); a server that cannot be reached at all ends it
-with the reason (the supervisor reconnects with backoff), instead of failing request after request.
-From 2026-07-28 there is no session and no GET stream: every POST carries the
-headers that mirror its body (``Mcp-Method``, ``Mcp-Name``), and a ``notifications/cancelled`` is
-not sent but carried out, by closing the cancelled request's response stream.
+supervisor serve every kind of upstream. Streamable HTTP: each frame is a POST; the answer arrives as a JSON
+body or an SSE stream. Up to 2025-11-25 the session id and protocol-version headers are kept, a stream the
+server closes early is resumed with ``Last-Event-ID``, and a GET stream carries the server's own messages. A
+session the server no longer knows (404, or a 400 that names the session, as server-everything answers after a
+restart) ends the stream marked ``session_lost`` (the supervisor re-initializes and the request is tried once
+more); a server that cannot be reached at all ends it with the reason (the supervisor reconnects with
+backoff), instead of failing request after request. From 2026-07-28 there is no session and no GET stream:
+every POST carries the headers that mirror its body (``Mcp-Method``, ``Mcp-Name``), and a
+``notifications/cancelled`` is not sent but carried out, by closing the cancelled request's response stream.
 
-These transports read a frame's JSON-RPC envelope (id, method, the name a header mirrors) to route
-it and to answer an HTTP failure with an error for the request that caused it, but nothing else:
-they know nothing about prompts.
+These transports read a frame's JSON-RPC envelope (id, method, the name a header mirrors) to route it and to answer
+an HTTP failure with an error for the request that caused it, but nothing else: they know nothing about prompts.
 """
 
 from __future__ import annotations
@@ -209,6 +207,7 @@ class StreamableHttpStream(_HttpStream):
     session_id: str | None = None  # per instance once set; immutable defaults, so no __init__ of its own
     protocol_version: str | None = None
     _listening = False
+    hears_server = False  # a 2025 server's own messages (list_changed) can reach us: its GET stream is open
 
     def set_protocol_version(self, version: str | None) -> None:
         self.protocol_version = version
@@ -365,7 +364,7 @@ class StreamableHttpStream(_HttpStream):
                         self._lose_session(status)
                         return
                     if status == 200:
-                        delay = 1.0
+                        delay, self.hears_server = 1.0, True
                         async for event in events_of(response).aiter_sse():
                             last_id = event.id or last_id
                             delay = (event.retry or 1000) / 1000
@@ -375,6 +374,7 @@ class StreamableHttpStream(_HttpStream):
                 if self._unreachable(exc):
                     return
                 log.debug("upstream_stream_dropped", error=describe(exc))
+            self.hears_server = False
             await anyio.sleep(delay)
             delay = min(delay * 2, 30.0)
 
