@@ -89,7 +89,10 @@ def test_a_link_out_of_the_skill_is_refused_and_hidden_files_are_no_part_of_it(t
     skill(tmp_path / "repo", ".claude/skills/hidden", front("hidden"), _x=b"")
     (tmp_path / "repo/.claude/skills/hidden/.env").write_text("TOKEN=1")
     scanned = scan_skills(tmp_path / "repo", plugin=False)
-    assert "leak.txt is a symbolic link to a file outside the skill's folder" in scanned.problems[".claude/skills/linked/SKILL.md"]
+    assert (
+        "leak.txt is a symbolic link to a file outside the skill's folder"
+        in scanned.problems[".claude/skills/linked/SKILL.md"]
+    )
     assert sorted(scanned.skills["hidden"].files) == ["SKILL.md", "_x"]
 
 
