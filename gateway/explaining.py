@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from gateway.app import run_gateway
-from gateway.catalog.explain import Layer, not_found
+from gateway.catalog.explain import Explanation, Layer, not_found
 from gateway.catalog.policy import Rules
 from gateway.config import Config
 from gateway.identity.views import ClaimViews
@@ -124,27 +124,36 @@ async def explain_command(
     who, layers = caller_layers(config, token=token, claims=claims)
     async with run_gateway(config, settle=True) as gateway:
         explained, unavailable = await gateway.catalog.explanations(layers, name, refresh=True)
-        everything = (await gateway.catalog.explanations(layers))[0] if not explained else []
+        skills, skills_unavailable = await gateway.catalog.skills.explanations(layers, name)
+        offers_skills = gateway.catalog.skills.offered
+        everything: list[Explanation] = []
+        if not explained and not skills:
+            everything = (await gateway.catalog.explanations(layers))[0] + (
+                await gateway.catalog.skills.explanations(layers)
+            )[0]
+    unavailable += [namespace for namespace in skills_unavailable if namespace not in unavailable]
     if as_json:
-        print(
-            json_text(
-                {"caller": who, "prompts": [e.as_json() for e in explained], "unavailable": unavailable}, indent=2
-            )
-        )
+        decisions = {"caller": who, "prompts": [e.as_json() for e in explained]}
+        if offers_skills:
+            decisions["skills"] = [e.as_json() for e in skills]
+        print(json_text({**decisions, "unavailable": unavailable}, indent=2))
     else:
         print(f"for {who}:")
-        for item in explained:
-            text = (
-                "\n".join(item.described())
-                if name is not None
-                else f"  {escaped(item.public)}: {'visible' if item.visible else 'hidden'} — {item.decided_by}"
-            )
-            print(escaped(text, lines=True))
+        for item in [*explained, *skills]:
+            print(escaped(_described(item, whole=name is not None), lines=True))
     for namespace in unavailable:
-        print(f"warning: upstream {namespace} is unavailable: its prompts are not explained", file=sys.stderr)
+        print(f"warning: upstream {namespace} is unavailable: what it serves is not explained", file=sys.stderr)
     if name is None:
         return EXIT_VISIBLE
-    if not explained:
+    if not explained and not skills:
         print(escaped(not_found(name, everything)), file=sys.stderr)
         return EXIT_HIDDEN
-    return EXIT_VISIBLE if any(e.visible for e in explained) else EXIT_HIDDEN
+    return EXIT_VISIBLE if any(e.visible for e in [*explained, *skills]) else EXIT_HIDDEN
+
+
+def _described(item: Explanation, *, whole: bool) -> str:
+    """One prompt's or skill's explanation: in full, or in one line (``--all``)."""
+    if whole:
+        return "\n".join(item.described())
+    what = f"{escaped(item.public)} (skill {item.skill_uri})" if item.skill_uri is not None else escaped(item.public)
+    return f"  {what}: {'visible' if item.visible else 'hidden'} — {item.decided_by}"

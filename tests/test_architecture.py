@@ -22,6 +22,7 @@ STAGES: list[tuple[str, ...]] = [
         "demo",
         "importer",
         "explaining",
+        "reports",
         "operator_view",
         "failed_start",
     ),

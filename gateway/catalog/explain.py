@@ -2,7 +2,9 @@
 (the upstream's own on its own name, the global one, the caller's token or views) asked in turn with
 ``Rules.decide``, which answers what ``Rules.allows`` answers and names the rule; the override that
 shaped the prompt's name, and the collision that hid it behind another upstream's prompt of the same
-name. Sans-IO: the catalog hands in what it has indexed.
+name. A skill is explained by the same rules on the same names (its path, and its policy name
+``<namespace><sep><path>``: docs/skills.md); skills never collide, their URIs carry the namespace.
+Sans-IO: the catalog hands in what it has indexed.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Explanation:
     decisions: tuple[tuple[str, Decision], ...]  # each policy's answer, in the order they apply
     shown_instead: str | None = None  # the upstream whose prompt of the same name is shown in its place
     overridden: tuple[str, ...] = field(default=())  # what its override changes: "name", "description"...
+    skill_uri: str | None = None  # a skill's (its SKILL.md's URI), not a prompt's
 
     @property
     def visible(self) -> bool:
@@ -61,6 +64,8 @@ class Explanation:
         """The explanation in words, as ``prompt-gateway explain`` and the operator page print it."""
         verdict = "visible" if self.visible else "hidden"
         origin = f"upstream {self.upstream}, its own name {self.local!r}"
+        if self.skill_uri is not None:
+            origin = f"the skill {self.skill_uri} of upstream {self.upstream}, its path {self.local!r}"
         if self.renamed:
             origin += ", renamed by an override"
         lines = [f"{escaped(self.public)}: {verdict}  ({origin})"]
@@ -81,6 +86,7 @@ class Explanation:
     def as_json(self) -> dict[str, Any]:
         return {
             "name": self.public,
+            **({"uri": self.skill_uri} if self.skill_uri is not None else {}),
             "visible": self.visible,
             "decidedBy": self.decided_by,
             "upstream": self.upstream,
@@ -120,12 +126,36 @@ def explain(mount: Mount, local: str, tags: tuple[str, ...], layers: Sequence[La
     )
 
 
+def explain_skill(mount: Mount, path: str, uri: str, tags: tuple[str, ...], layers: Sequence[Layer]) -> Explanation:
+    """Upstream ``mount``'s skill at ``path`` (its SKILL.md at ``uri``) for a caller whose requests go
+    through ``layers`` (the global policy first), as the skill catalog's visibility check decides it:
+    the upstream's own policy on the path, the others on the policy name. An override of the same name
+    gives it tags, nothing else."""
+    public = mount.natural_name(path)
+    decisions = [(f"the policy of upstream {mount.namespace}", mount.rules.decide(path, tags))]
+    decisions += [(layer.name, layer.rules.decide(public, tags)) for layer in layers]
+    override = mount.overrides.get(path)
+    return Explanation(
+        public=public,
+        natural=public,
+        upstream=mount.namespace,
+        local=path,
+        tags=tags,
+        renamed=False,
+        decisions=tuple(decisions),
+        overridden=("tags",) if override is not None and override.tags else (),
+        skill_uri=uri,
+    )
+
+
 def not_found(name: str, everything: Sequence[Explanation]) -> str:
-    """Why no prompt is called ``name``: an override renamed it (to what), or the closest names."""
+    """Why no prompt (or skill) is called ``name``: an override renamed it (to what), or the closest names."""
     for item in everything:
         if item.renamed and item.natural == name:
             renamed = f"an override of upstream {item.upstream} renamed it to {item.public!r}"
             return f"{name!r} is not a name clients see: {renamed}"
-    near = difflib.get_close_matches(name, [item.public for item in everything], n=3, cutoff=0.6)
+    names = dict.fromkeys(item.public for item in everything)
+    near = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
     hint = f" (did you mean {', '.join(near)}?)" if near else ""
-    return f"no upstream lists a prompt named {name!r}{hint}"
+    what = "a prompt or a skill" if any(item.skill_uri is not None for item in everything) else "a prompt"
+    return f"no upstream lists {what} named {name!r}{hint}"

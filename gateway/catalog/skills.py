@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from gateway.catalog.cursor import START, CursorCodec, ListingPosition, PagePosition
+from gateway.catalog.explain import Explanation, Layer, explain_skill
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
 from gateway.catalog.relayed_skills import RelayedSkills, Upstream
@@ -122,6 +123,47 @@ class SkillCatalog:
             and self._policy.allows(public, tags)
             and (viewer is None or viewer.allows(public, tags))
         )
+
+    def visible(self, mount: Mount, skill: LocalSkill, viewer: Viewer | None = None) -> bool:
+        """Whether ``skill`` of ``mount`` is served to ``viewer`` (the command line's listing)."""
+        return self._visible(mount, skill, viewer)
+
+    async def every(self) -> dict[str, tuple[Mount, list[LocalSkill]] | None]:
+        """Per upstream set to serve skills, its mount and every skill it has, before policy, or None when
+        it is not ready: what ``check``, ``list`` and ``explain`` report (relayed ones asked for first)."""
+        await self._refresh()
+        return {
+            namespace: (self._mounts[namespace], [source.skills[path] for path in sorted(source.skills)])
+            if source.ready
+            else None
+            for namespace, source in self._sources.items()
+        }
+
+    async def explanations(
+        self, layers: Sequence[Layer], name: str | None = None
+    ) -> tuple[list[Explanation], list[str]]:
+        """Every skill (or those ``name`` names: its policy name, its SKILL.md's URI or its folder's)
+        explained for a caller whose requests go through the global policy and then ``layers``, as
+        ``_visible`` decides; and the skill upstreams that are not ready."""
+        everyone = [Layer("the global [policy]", self._policy), *layers]
+        found: list[Explanation] = []
+        unavailable: list[str] = []
+        for namespace, held in (await self.every()).items():
+            if held is None:
+                unavailable.append(namespace)
+                continue
+            mount, skills = held
+            for skill in skills:
+                uri = skill_uri(namespace, skill.path, SKILL_FILE)
+                folder = skill_uri(namespace, skill.path, "")
+                if name is None or name in (mount.natural_name(skill.path), uri, folder, folder[:-1]):
+                    found.append(explain_skill(mount, skill.path, uri, skill_tags(skill, mount), everyone))
+        return found, unavailable
+
+    def declares(self, namespace: str) -> bool | None:
+        """Whether a relayed upstream declares the extension (None: its skills are not relayed ones)."""
+        relayed = self._relayed.get(namespace)
+        return None if relayed is None else relayed.declares
 
     def _cache(self, viewer: Viewer | None) -> dict[str, Any]:
         return {"ttlMs": self.ttl_ms, "cacheScope": "public" if viewer is None else "private"}

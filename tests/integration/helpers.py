@@ -250,3 +250,18 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw"}},
 }
 """A raw handshake-era initialize request, for tests that speak HTTP without an SDK."""
+
+
+def team_skills(root: Path) -> Path:
+    """A repository of skills: ``pdf`` (tagged, with a file beside), ``refunds`` at the top and another
+    ``refunds`` in the ``billing`` project (whose name, as a prompt, would be taken)."""
+    for folder, text in (
+        (root / ".claude/skills/pdf", "name: pdf\ndescription: Fill PDF forms\ntags: [docs]"),
+        (root / ".claude/skills/refunds", "name: refunds\ndescription: Refund rules"),
+        (root / "billing/.claude/skills/refunds", "name: refunds\ndescription: Billing's refunds"),
+    ):
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\n{text}\n---\nBody\n")
+    (root / ".claude/skills/pdf/forms").mkdir()
+    (root / ".claude/skills/pdf/forms/w9.md").write_text("A form\n")
+    return root

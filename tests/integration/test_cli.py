@@ -17,6 +17,7 @@ from tests.integration.helpers import (
     process_gone,
     running_gateway,
     sdk_upstream,
+    team_skills,
     write_config,
 )
 from tests.integration.services import free_port
@@ -86,6 +87,61 @@ def test_check_says_a_skill_refused_under_both_is_still_a_prompt_and_not_a_broke
     result = run(*gateway_command(only, "check"))
     assert "team: broken: .claude/skills/other/SKILL.md: not served as a skill: " in result.stdout  # nothing serves it
     assert "2 broken files (below)" in result.stdout
+
+
+def test_check_and_list_show_the_skills_of_a_folder_served_as_skills_alone(tmp_path: Path) -> None:
+    """Under ``skills_as = "skills"`` check counts the skills (and says no prompt-name note: those files
+    are no prompts), list shows the skills a client sees after policy, and list --json, which gives the
+    prompts, says where the skills are."""
+    upstream = {"namespace": "team", "transport": "files", "path": str(team_skills(tmp_path / "repo"))}
+    config = write_config(
+        tmp_path / "c.toml", [{**upstream, "skills_as": "skills"}], policy={"deny": ["team__billing/*"]}
+    )
+    checked = run(*gateway_command(config, "check"))
+    assert checked.returncode == 0, checked.stdout
+    lines = checked.stdout.splitlines()
+    assert lines[0].split() == ["UPSTREAM", "TRANSPORT", "STATE", "PROMPTS", "SKILLS", "DETAIL"]
+    assert lines[1].split()[:5] == ["team", "files", "ready", "0", "3"]
+    assert "note" not in checked.stdout
+    assert "0 prompts and 2 skills visible through the gateway after policy." in checked.stdout
+    listed = run(*gateway_command(config, "list"))
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[:2] for line in listed.stdout.splitlines()] == [
+        ["SKILL", "FILES"],
+        ["skill://team/pdf/SKILL.md", "2"],
+        ["skill://team/refunds/SKILL.md", "1"],
+    ]
+    as_json = run(*gateway_command(config, "list", "--json"))
+    assert json.loads(as_json.stdout) == []
+    assert "2 skills are served too: 'list --skills --json' lists them" in as_json.stderr
+    tagged = run(*gateway_command(config, "list", "--skills", "--json", "--tag", "docs"))
+    assert json.loads(tagged.stdout) == [
+        {
+            "uri": "skill://team/pdf/SKILL.md",
+            "name": "pdf",
+            "policyName": "team__pdf",
+            "description": "Fill PDF forms",
+            "files": 2,
+            "tags": ["docs"],
+        }
+    ]
+
+
+def test_check_counts_relayed_skills_and_names_an_upstream_that_declares_none(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml",
+        [
+            sdk_upstream("docs", "skills_upstream", relay_skills=True),
+            demo_upstream("plain", "writing", relay_skills=True),
+        ],
+    )
+    checked = run(*gateway_command(config, "check"))
+    assert checked.returncode == 0, checked.stdout
+    rows = {line.split()[0]: line for line in checked.stdout.splitlines()[1:] if line.strip()}
+    assert rows["docs"].split()[:5] == ["docs", "stdio", "ready", "3", "2"]
+    assert rows["plain"].split()[3:5] == ["3", "0"]
+    assert rows["plain"].endswith("declares no Skills extension: no skills to relay")
+    assert "6 prompts and 2 skills visible through the gateway after policy." in checked.stdout
 
 
 def test_list_prints_the_policy_filtered_list(tmp_path: Path) -> None:

@@ -12,20 +12,30 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.helpers import ROOT, demo_upstream, running_gateway, write_config
+from tests.integration.helpers import ROOT, demo_upstream, running_gateway, team_skills, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 CI = "ci-token-0123456789abcdef"
 
 
-def config(tmp_path: Path) -> Path:
+def config(tmp_path: Path, *, skills_alone: bool = False) -> Path:
+    team = {
+        "namespace": "team",
+        "transport": "files",
+        "path": str(team_skills(tmp_path / "repo")),
+        "skills_as": "skills",
+    }
     return write_config(
         tmp_path / "g.toml",
-        [demo_upstream("writing", "writing"), demo_upstream("eng", "engineering", policy={"deny": ["internal_*"]})],
+        [
+            *([] if skills_alone else [demo_upstream("writing", "writing")]),
+            *([] if skills_alone else [demo_upstream("eng", "engineering", policy={"deny": ["internal_*"]})]),
+            {**team, "policy": {"deny_tags": ["secret"]}},
+        ],
         server={"transport": "http", "port": 0},
-        tokens=[{"name": "ci", "token": CI, "policy": {"allow": ["*"], "deny": ["eng__commit_*"]}}],
-        policy={"deny": ["writing__proofread"]},
+        tokens=[{"name": "ci", "token": CI, "policy": {"allow": ["*"], "deny": ["eng__commit_*", "team__BILLING/*"]}}],
+        policy={"deny": ["writing__proofread"], "deny_tags": ["docs"]},
     )
 
 
@@ -41,6 +51,7 @@ async def test_explain_answers_as_the_server_lists(tmp_path: Path) -> None:
     decisions = json.loads(explained.stdout)
     assert decisions["caller"] == "token ci"
     visible = {p["name"] for p in decisions["prompts"] if p["visible"]}
+    skills = {s["uri"] for s in decisions["skills"] if s["visible"]}
     async with running_gateway(path) as gateway, httpx.AsyncClient(timeout=30) as http:
         envelope = {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -57,8 +68,42 @@ async def test_explain_answers_as_the_server_lists(tmp_path: Path) -> None:
                 "Mcp-Method": "prompts/list",
             },
         )
+        served = await http.post(
+            f"{gateway.url}/mcp",
+            json={"jsonrpc": "2.0", "id": 2, "method": "skills/list", "params": {"_meta": envelope}},
+            headers={
+                "Authorization": f"Bearer {CI}",
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2026-07-28",
+                "Mcp-Method": "skills/list",
+            },
+        )
     assert visible == {p["name"] for p in listed.json()["result"]["prompts"]}
     assert "eng__commit_message" not in visible
+    assert skills == {s["uri"] for s in served.json()["result"]["skills"]} == {"skill://team/refunds/SKILL.md"}
+
+
+def test_a_skill_is_explained_by_its_policy_name_or_its_uri(tmp_path: Path) -> None:
+    """docs/skills.md: policy judges a skill by ``<namespace><sep><path>``; explain takes that name or the
+    skill's URI, and names the rule: a look-alike of a token's deny, a tag the global policy denies."""
+    path = config(tmp_path, skills_alone=True)
+    refunds = explain(path, "team__refunds", "--token", "ci")
+    assert refunds.returncode == 0, refunds.stderr
+    assert "team__refunds: visible  (the skill skill://team/refunds/SKILL.md of upstream team" in refunds.stdout
+    billing = explain(path, "skill://team/billing/refunds/SKILL.md", "--token", "ci")
+    assert billing.returncode == 1
+    assert "the policy of token ci: hides it, deny 'team__BILLING/*' (a look-alike of the name)" in billing.stdout
+    every = explain(path, "--all")
+    assert every.returncode == 0, every.stderr
+    assert (
+        "  team__pdf (skill skill://team/pdf/SKILL.md): hidden — the global [policy]: deny_tags 'docs' (its tag 'docs')"
+        in every.stdout
+    )
+    typo = explain(path, "team__pfd")
+    assert (typo.returncode, typo.stderr.strip()) == (
+        1,
+        "no upstream lists a prompt or a skill named 'team__pfd' (did you mean team__pdf, team__refunds?)",
+    )
 
 
 def test_a_hidden_prompt_names_the_policy_and_rule_that_hid_it(tmp_path: Path) -> None:

@@ -18,9 +18,10 @@ import structlog
 from mcp import Client
 
 import gateway.transports.http_client as http_client
-from gateway.__main__ import EXIT_CONFIG, EXIT_UPSTREAM_FAILED, _check
+from gateway.__main__ import EXIT_CONFIG, EXIT_UPSTREAM_FAILED
 from gateway.app import Gateway, run_gateway
 from gateway.config import load_config
+from gateway.reports import check_command
 from gateway.serving import listening_socket, serve_http
 from gateway.transports import orphans
 from tests.integration.helpers import (
@@ -147,7 +148,7 @@ async def test_check_says_why_an_upstream_failed_unexpectedly(
     monkeypatch.setattr(http_client, "open_streamable_http", Fault("opening").open)
     async with http_upstream("dynamic", "streamable-http") as url:
         with structlog.testing.capture_logs():
-            assert await _check(load_config(config_of(tmp_path, url))) == EXIT_UPSTREAM_FAILED
+            assert await check_command(load_config(config_of(tmp_path, url))) == EXIT_UPSTREAM_FAILED
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
     assert rows["writing"].split()[2] == "ready"
     assert rows["dyn"].split()[2] == "backing-off"

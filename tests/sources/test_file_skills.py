@@ -117,3 +117,31 @@ def test_the_specs_limits_are_kept(tmp_path: Path) -> None:
         (folder / f"f{i}").write_bytes(b"")
     scanned = scan_skills(tmp_path, plugin=False)
     assert "more than 512 files" in scanned.problems[".claude/skills/many/SKILL.md"]
+
+
+def test_served_as_skills_alone_a_skill_is_no_prompt_and_takes_no_name(tmp_path: Path) -> None:
+    """Under ``skills_as = "skills"`` a SKILL.md is no prompt: no prompt-name note is said of it (a new
+    user saw ``'refunds' is taken by ...: served as 'billing-refunds'``), and a command keeps its name."""
+    from gateway.config.upstreams import FilesUpstream
+    from gateway.sources.files.source import FilePromptSource
+
+    skill(tmp_path, ".claude/skills/refunds", front("refunds"))
+    skill(tmp_path, "billing/.claude/skills/refunds", front("refunds"))
+    skill(tmp_path, ".claude/skills/deploy", front("deploy"))
+    (tmp_path / ".claude/commands").mkdir()
+    (tmp_path / ".claude/commands/deploy.md").write_text("Deploy\n")
+    settings = {"namespace": "team", "transport": "files", "path": str(tmp_path)}
+    only = FilePromptSource(FilesUpstream.model_validate({**settings, "skills_as": "skills"}), on_change=print)
+    only._load()
+    assert (only.notes, sorted(only.prompts), sorted(only.skills)) == (
+        [],
+        ["deploy"],
+        [
+            "billing/refunds",
+            "deploy",
+            "refunds",
+        ],
+    )
+    both = FilePromptSource(FilesUpstream.model_validate({**settings, "skills_as": "both"}), on_change=print)
+    both._load()
+    assert len(both.notes) == 2  # served as prompts too, these names are shared

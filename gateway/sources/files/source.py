@@ -97,8 +97,10 @@ class Scanned:
     notes: list[str] = field(default_factory=list)
 
 
-def scan(root: Path, directory_format: Format = "auto") -> Scanned:
-    """Every prompt file under ``root`` (hidden directories skipped, except where the tools keep theirs)."""
+def scan(root: Path, directory_format: Format = "auto", *, skill_files: bool = True) -> Scanned:
+    """Every prompt file under ``root`` (hidden directories skipped, except where the tools keep theirs).
+    Without ``skill_files`` (``skills_as = "skills"``), a skill's ``SKILL.md`` is not a prompt file: it
+    neither takes a name from a command nor has notes said about it as a prompt."""
     scanned = Scanned()
     resolved_root = root.resolve()
     if directory_format == "auto":
@@ -106,7 +108,7 @@ def scan(root: Path, directory_format: Format = "auto") -> Scanned:
         directory_format = "claude-plugin" if plugin else format_of(resolved_root.as_posix())
     attached = _Attached(root, resolved_root)
     tool_files: list[FilePrompt] = []
-    for relative in _prompt_files(root, directory_format, scanned):
+    for relative in _prompt_files(root, directory_format, scanned, skill_files=skill_files):
         try:
             prompt = parse_prompt_file(
                 relative, _read_confined(root / relative, resolved_root, relative), directory_format
@@ -138,7 +140,7 @@ def scan(root: Path, directory_format: Format = "auto") -> Scanned:
     return scanned
 
 
-def _prompt_files(root: Path, directory_format: Format, scanned: Scanned) -> Iterator[str]:
+def _prompt_files(root: Path, directory_format: Format, scanned: Scanned, *, skill_files: bool) -> Iterator[str]:
     """The relative paths of the prompt files, in order, at most ``MAX_FILES`` (a problem says so)."""
     count = 0
     for directory, subdirectories, files in os.walk(root, followlinks=False):
@@ -150,7 +152,7 @@ def _prompt_files(root: Path, directory_format: Format, scanned: Scanned) -> Ite
         subdirectories[:] = sorted(d for d in subdirectories if not d.startswith(".") or d in _TOOL_FOLDERS)
         for file_name in sorted(files):
             relative = file_name if relative_dir == "." else f"{relative_dir}/{file_name}"
-            if kind_of(relative, directory_format) is None:
+            if kind_of(relative, directory_format) is None or (not skill_files and relative.endswith("/SKILL.md")):
                 continue
             count += 1
             if count > MAX_FILES:
@@ -286,7 +288,7 @@ class FilePromptSource:
             self.skill_problems = {}
             self.state, self.last_error = "failed", f"{self._root} is not a directory"
             return
-        scanned = scan(self._root, self.settings.format)
+        scanned = scan(self._root, self.settings.format, skill_files=self.settings.skills_as != "skills")
         prompts, problems = scanned.prompts, scanned.problems
         skills: dict[str, LocalSkill] = {}
         skill_problems: dict[str, str] = {}
@@ -296,10 +298,8 @@ class FilePromptSource:
             )
             found = scan_skills(self._root, plugin)
             skills = found.skills
-            if self.settings.skills_as == "skills":
-                prompts = {name: p for name, p in prompts.items() if not p.source.endswith("/SKILL.md")}
-                problems = {at: why for at, why in problems.items() if not at.endswith("/SKILL.md")}  # no prompt
-                problems.update(found.problems)
+            if self.settings.skills_as == "skills":  # the scan left SKILL.md files out: they are no prompts
+                problems = {**problems, **found.problems}
             else:  # "both": the file is still a prompt (or a prompt problem of its own, kept beside)
                 skill_problems = found.problems
         self.prompts, self.skills, self.problems, self.notes = prompts, skills, problems, scanned.notes
