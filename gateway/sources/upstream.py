@@ -143,8 +143,12 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
 
     @property
     def announces_list_changes(self) -> bool:
-        """Whether a change will be announced: a modern server only while our listen stream is up."""
-        return self.declares_list_changed and (self._listening or not self.modern)
+        """Whether a change will be announced: a modern server only while our listen stream is up, a 2025
+        one over HTTP only while its GET stream is open (a stateless one declares ``listChanged`` and can
+        never send it: its listing was then held, stale, until a reconnect)."""
+        if self.modern:
+            return self.declares_list_changed and self._listening
+        return self.declares_list_changed and bool(getattr(self._stream, "hears_server", True))
 
     @property
     def completes(self) -> bool:

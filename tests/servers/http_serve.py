@@ -10,7 +10,9 @@ and ``server.key`` found there; ``SERVE_CLIENT_CA`` (a CA file) then requires a 
 ``SERVE_REQUIRE_ISSUER`` makes it an OAuth protected resource: every request needs a JWT access token from
 that issuer (its ``/jwks``) for this server's URL, else 401. ``SERVE_REFUSE_DISCOVER`` answers every
 ``server/discover`` the way a handshake-era server may (``REFUSALS``: git-mcp-server's HTTP 500 with a
-JSON-RPC error among them) and hands everything else to the server.
+JSON-RPC error among them) and hands everything else to the server. ``SERVE_STATELESS=1`` serves
+Streamable HTTP without sessions (no GET stream: the server cannot send a message of its own), declaring
+``prompts.listChanged`` all the same, as the TypeScript SDK's stateless serving does.
 """
 
 from __future__ import annotations
@@ -165,7 +167,17 @@ def main() -> None:
     bound = sock.getsockname()[1]
     app: ASGIApp
     if transport == "streamable-http":
-        app = server.streamable_http_app(streamable_http_path="/mcp/" if redirecting else "/mcp")
+        if os.environ.get("SERVE_STATELESS") == "1":  # declaring listChanged, as the TypeScript SDK's does
+            declared = server.create_initialization_options
+
+            def with_list_changed(notification_options: NotificationOptions | None = None, **rest: Any) -> Any:
+                return declared(NotificationOptions(prompts_changed=True), **rest)
+
+            server.create_initialization_options = with_list_changed  # type: ignore[method-assign]
+        app = server.streamable_http_app(
+            streamable_http_path="/mcp/" if redirecting else "/mcp",
+            stateless_http=os.environ.get("SERVE_STATELESS") == "1",
+        )
         app = behind_redirects(app, bound) if redirecting else app
     else:
         app = sse_app(server)
