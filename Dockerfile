@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Two images from one file: the default (slim: the gateway and Python only) and `--target full`, which
 # adds Node (node, npm, npx) and uv (uv, uvx) so that upstreams started with `npx` or `uvx` run inside.
-# BASE is any Debian-like image with python3 (3.10 or later) and its venv module: CI, which cannot pull
+# BASE is any Debian-like image with python3 (3.11 or later) and its venv module: CI, which cannot pull
 # images, builds this file on a Debian base it makes with debootstrap (docker/check-image.sh).
 ARG BASE=python:3.12-slim
 

@@ -12,7 +12,7 @@ line). A gateway meant to serve HTTP, or run from a terminal, just exits.
 from __future__ import annotations
 
 import os
-import sys
+import tomllib
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,6 @@ from gateway.protocol.errors import ConfigError
 from gateway.protocol.jsonrpc import Request, decode, encode, error_response
 from gateway.transports.base import MessageTooLarge
 from gateway.transports.stdio import open_own_stdio
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 IDLE_S = 30.0
 """How long a client that launched a gateway which cannot start may stay silent before it exits: it

@@ -185,3 +185,28 @@ def test_quick_start_works_on_a_fresh_copy(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     assert "writing   stdio      ready  3" in result.stdout
     assert "5 prompts visible through the gateway after policy." in result.stdout
+
+
+def test_the_python_the_readme_names_is_the_oldest_the_code_runs_on() -> None:
+    """The README said "Python 3.10 or newer" while the code used ``logging.getLevelNamesMapping`` (3.11):
+    on 3.10 every command ended in a traceback. What the README, pyproject.toml and the Dockerfile name
+    must agree, and vermin (which knows every standard-library name's first version) must find nothing
+    in the package or the bench that needs a newer one."""
+    minimum = re.search(r'requires-python = ">=(3\.\d+)"', (ROOT / "pyproject.toml").read_text())
+    assert minimum is not None
+    version = minimum.group(1)
+    assert f"(Python {version} or newer)" in README
+    assert f"python3 ({version} or later)" in (ROOT / "Dockerfile").read_text()
+    assert f"`python3` ({version} or later)" in (ROOT / "docs" / "operations.md").read_text()
+    vermin = shutil.which("vermin", path=str(Path(sys.executable).parent))
+    if vermin is None:
+        pytest.skip("vermin is not installed: pip install -e '.[test]'")
+    checked = subprocess.run(
+        [vermin, f"--target={version}-", "--violations", "--no-tips", "--no-parse-comments", "gateway", "bench"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout[-3000:]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,13 +24,6 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
-
-from gateway.protocol.errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 from gateway.config.admin import AdminSettings
 from gateway.config.limits import LimitsSettings
@@ -65,6 +58,7 @@ from gateway.config.upstreams import (
     Upstream,
     UpstreamOAuth,
 )
+from gateway.protocol.errors import ConfigError
 
 __all__ = [
     "ASYMMETRIC_ALGORITHMS",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-import sys
+import tomllib
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,11 +21,6 @@ from gateway.importer.clients import ClientFormat, read_client_config
 from gateway.importer.notes import server_notes
 from gateway.protocol.control_chars import escaped, has_control_chars
 from gateway.protocol.errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 
 def _string(value: str) -> str:

@@ -33,9 +33,6 @@ from gateway.transports.stdio import ChildSpec, open_child
 if TYPE_CHECKING:
     from gateway.transports.client_credentials import UpstreamToken
 
-if sys.version_info < (3, 11):  # pragma: no cover - exercised on 3.10 only
-    from exceptiongroup import BaseExceptionGroup
-
 STDERR_TAIL_LINES = 5
 REMOTE_RETRY_MAX_S = 5.0
 """A remote upstream that is down is tried again at least this often, whatever ``restart_max_s`` says:

@@ -40,7 +40,7 @@ def _write_cert(cert: x509.Certificate, path: Path) -> Path:
 
 def make_certificates(directory: Path) -> Certificates:
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     valid = {
         "not_valid_before": now - datetime.timedelta(minutes=5),
         "not_valid_after": now + datetime.timedelta(days=1),
