@@ -117,10 +117,8 @@ async def answer(request: Request, result: Awaitable[dict[str, Any]], logger: An
 
 class InboundRequests:
     """A peer's incoming requests: bounded in number, cancellable by id, every failure an error answer.
-
-    Shared by the stream peer below and the HTTP front end, which answers each request on its own
-    HTTP response but must honour ``notifications/cancelled`` and the same bound all the same.
-    """
+    Shared by the stream peer below and the HTTP front end, which answers each request on its own HTTP
+    response but must honour ``notifications/cancelled`` and the same bound all the same."""
 
     def __init__(self, handler: RequestHandler, *, max_in_flight: int, logger: Any = None) -> None:
         self._handler = handler
@@ -221,26 +219,23 @@ class RpcPeer:
         pending = _Pending()
         self._pending[request_id] = pending
         timer = asyncio.timeout(timeout)  # asyncio's own: anyio's scope cost several times more a request
-        timed_out = False
         try:
             request = Request(request_id, method, params)
-            try:
-                async with timer:
-                    answer = await self._transmit(encode(request), request)
-                    if answer is not None:
-                        await self._take(answer, answering=request_id)  # not JSON-RPC: failed now, not at timeout
-                    await pending.wait()
-            except TimeoutError:
-                if not timer.expired():
-                    raise
-                timed_out = True
+            async with timer:
+                answer = await self._transmit(encode(request), request)
+                if answer is not None:
+                    await self._take(answer, answering=request_id)  # not JSON-RPC: failed now, not at timeout
+                await pending.wait()
+        except TimeoutError:
+            if not timer.expired():  # (not this request's time-out: raised in what it awaited)
+                raise
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._cancel_remote(request_id, "cancelled by the caller")
             raise
         finally:
             self._pending.pop(request_id, None)
-        if timed_out:
+        if timer.expired():
             await self._cancel_remote(request_id, "timed out")
             raise RequestTimeout
         outcome = pending.outcome
