@@ -29,7 +29,7 @@ STAGES: list[tuple[str, ...]] = [
     ("identity",),
     ("catalog",),
     ("sources",),
-    ("rpc",),
+    ("rpc", "inbound"),
     ("transports",),
     ("cluster",),
     ("observability",),

@@ -26,6 +26,7 @@ from gateway.frontend.http.messages import (
 )
 from gateway.frontend.http.paths import HttpPaths
 from gateway.identity.principal import Identity
+from gateway.inbound import Notify, answer
 from gateway.protocol.errors import ClientError
 from gateway.protocol.jsonrpc import (
     Request,
@@ -33,7 +34,6 @@ from gateway.protocol.jsonrpc import (
     to_wire,
 )
 from gateway.protocol.modern import Envelope, check_headers, read_envelope
-from gateway.rpc import Notify, answer
 
 log = structlog.get_logger("gateway.http")
 
