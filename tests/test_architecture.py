@@ -30,7 +30,7 @@ STAGES: list[tuple[str, ...]] = [
     ("identity",),
     ("catalog",),
     ("sources",),
-    ("rpc",),
+    ("rpc", "inbound"),
     ("transports",),
     ("cluster",),
     ("observability",),

@@ -25,7 +25,7 @@ import structlog
 
 from gateway.config import AuditSettings
 from gateway.identity.principal import ANONYMOUS, Identity
-from gateway.observability.logs import json_text
+from gateway.observability.logs import info_direct, json_text
 from gateway.protocol.errors import SAID_BY_THE_GATEWAY, DigestMismatch, RateLimited, UpstreamRejected
 
 log = structlog.get_logger("gateway.audit")
@@ -141,7 +141,8 @@ class AuditTrail:
                 self._waiting.set()
                 self._waiting = None
         if self._file is None:
-            log.info("audit", **event)
+            if not info_direct("audit", event):
+                log.info("audit", **event)
             return
         line = {"event": "audit", "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **event}
         self._file.write(json_text(line) + "\n")

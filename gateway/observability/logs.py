@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import datetime
 import json
 import logging
 import sys
@@ -106,11 +107,38 @@ class BatchedLogger:
             pass
 
 
+_direct: tuple[list[Any], BatchedLogger, bool] | None = None
+"""Set while the log is our JSON lines: the processors configured, their output, whether ``info`` is
+logged. :func:`info_direct` writes through it."""
+_UTC = datetime.timezone.utc
+
+
+def info_direct(event: str, fields: dict[str, Any]) -> bool:
+    """Log one ``info`` event as the processor chain would render it (the same keys in the same order: the
+    fields, ``event``, the bound context variables, ``level``, ``timestamp``; secrets redacted), without
+    going through structlog's logger and chain: the audit logs one per ``prompts/get``, and the chain's
+    own work was most of that line's cost. False (nothing logged) when the log is not our JSON lines (a
+    terminal, a test's capture): the caller logs the ordinary way then."""
+    direct = _direct
+    if direct is None or structlog.get_config()["processors"] is not direct[0]:
+        return False
+    if not direct[2]:
+        return True  # filtered out, as the chain's logger would
+    line = {**fields, "event": event}
+    structlog.contextvars.merge_contextvars(None, "info", line)
+    line["level"] = "info"
+    line["timestamp"] = datetime.datetime.now(tz=_UTC).isoformat().replace("+00:00", "Z")
+    direct[1].msg(json_line(redact_secrets(None, "info", line)))
+    return True
+
+
 def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
+    global _direct
     if json is None:
         json = not sys.stderr.isatty()
     renderer: Any = structlog.dev.ConsoleRenderer()
     factory: Any = structlog.WriteLoggerFactory(file=sys.stderr)
+    output: BatchedLogger | None = None
     if json:
         binary = getattr(sys.stderr, "buffer", None)  # absent where stderr was replaced by a text-only stream
         renderer = structlog.processors.JSONRenderer(json_line if binary else json_text)
@@ -118,16 +146,19 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
             output = BatchedLogger(binary)
             factory = lambda *_args: output  # noqa: E731 - one output shared by every logger
 
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        redact_secrets,
+        structlog.processors.format_exc_info,
+        renderer,
+    ]
+    threshold = logging.getLevelNamesMapping()[level.upper()]
+    _direct = (processors, output, threshold <= logging.INFO) if output is not None else None
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            redact_secrets,
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(threshold),
         logger_factory=factory,
         cache_logger_on_first_use=True,
     )

@@ -5,10 +5,10 @@ client went away. HTTP only: nothing here knows about sessions or prompts.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import structlog
 import structlog.contextvars
 from starlette.requests import ClientDisconnect
@@ -127,18 +127,30 @@ class DisconnectWatch:
     sent (ASGI: ``receive`` after the response). The watch therefore ends by itself and is never
     cancelled. It runs as a plain asyncio task that the front end holds until it is done: an anyio
     task costs several times more to start, and anyio formats the cancelling task's repr on every
-    cancel (together ~10% of the gateway's CPU on this path); uvicorn runs on asyncio in any case."""
+    cancel (together ~10% of the gateway's CPU on this path); uvicorn runs on asyncio in any case.
+    It cancels the request's task itself (asyncio's cancellation, which anyio's scopes below pass on),
+    not an anyio cancel scope around the request: that scope cost more than the rest of the watch;
+    :meth:`cancelled` tells the request's own cancellation from any other (the server's shutdown)."""
 
-    def __init__(self, http: HttpRequest, scope: anyio.CancelScope) -> None:
+    def __init__(self, http: HttpRequest) -> None:
         self._http = http
-        self._scope = scope
+        self._task = asyncio.current_task()
+        self._cancelled = False
         self.answered = False
 
     async def run(self) -> None:
         while (await self._http.receive())["type"] != "http.disconnect":
             pass
-        if not self.answered:
-            self._scope.cancel()
+        if not self.answered and self._task is not None:
+            self._cancelled = True
+            self._task.cancel()
+
+    def cancelled(self) -> bool:
+        """Whether the watch cancelled the request, and that is the only cancellation its task has:
+        then the request ends with it (its task is uncancelled); any other goes on."""
+        if not self._cancelled or self._task is None:
+            return False
+        return self._task.uncancel() == 0
 
 
 async def no_notify(method: str, params: dict[str, Any] | None) -> None:

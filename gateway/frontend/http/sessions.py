@@ -26,6 +26,7 @@ from gateway.config import ServerSettings
 from gateway.frontend.http.messages import plain
 from gateway.identity.fair_share import FairShare
 from gateway.identity.principal import Identity, key_of
+from gateway.inbound import InboundRequests, Notify
 from gateway.protocol.errors import ClientError
 from gateway.protocol.jsonrpc import (
     ErrorResponse,
@@ -38,7 +39,7 @@ from gateway.protocol.jsonrpc import (
 )
 from gateway.protocol.jsonrpc import Response as RpcResponse
 from gateway.protocol.modern import Envelope
-from gateway.rpc import InboundRequests, Notify, PeerClosed, RemoteError, RequestTimeout
+from gateway.rpc import PeerClosed, RemoteError, RequestTimeout
 from gateway.transports.sse import EventLog
 
 log = structlog.get_logger("gateway.http")

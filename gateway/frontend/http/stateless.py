@@ -9,7 +9,6 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
-import anyio
 import structlog
 import structlog.contextvars
 from starlette.requests import Request as HttpRequest
@@ -27,6 +26,7 @@ from gateway.frontend.http.messages import (
 )
 from gateway.frontend.http.paths import HttpPaths
 from gateway.identity.principal import Identity
+from gateway.inbound import Notify, answer
 from gateway.protocol.errors import ClientError
 from gateway.protocol.jsonrpc import (
     Request,
@@ -34,7 +34,6 @@ from gateway.protocol.jsonrpc import (
     to_wire,
 )
 from gateway.protocol.modern import Envelope, check_headers, read_envelope
-from gateway.rpc import Notify, answer
 
 log = structlog.get_logger("gateway.http")
 
@@ -63,15 +62,18 @@ class StatelessPath(HttpPaths):
             return sse_response(self._counted(body, principal))
         self._request_share.acquire(principal)
         try:
-            with anyio.CancelScope() as scope:
-                watch = DisconnectWatch(http, scope)
-                watch_task = asyncio.get_running_loop().create_task(watch.run())
-                self._watches.add(watch_task)  # held until done: the loop keeps only weak references
-                watch_task.add_done_callback(self._watches.discard)
+            watch = DisconnectWatch(http)
+            watch_task = asyncio.get_running_loop().create_task(watch.run())
+            self._watches.add(watch_task)  # held until done: the loop keeps only weak references
+            watch_task.add_done_callback(self._watches.discard)
+            try:
                 answer = await self._stateless_answer(request, no_notify, principal, envelope)
-                watch.answered = True
-                return modern_answer(answer)
-            return Response(status_code=499)  # the client went away; nobody reads this
+            except asyncio.CancelledError:
+                if watch.cancelled():
+                    return Response(status_code=499)  # the client went away; nobody reads this
+                raise
+            watch.answered = True
+            return modern_answer(answer)
         finally:
             self._request_share.release(principal)
 
