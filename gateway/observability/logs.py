@@ -110,7 +110,7 @@ class BatchedLogger:
 _direct: tuple[list[Any], BatchedLogger, bool] | None = None
 """Set while the log is our JSON lines: the processors configured, their output, whether ``info`` is
 logged. :func:`info_direct` writes through it."""
-_UTC = datetime.timezone.utc
+_UTC = datetime.UTC
 
 
 def info_direct(event: str, fields: dict[str, Any]) -> bool:
