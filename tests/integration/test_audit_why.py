@@ -16,7 +16,7 @@ from mcp import Client, MCPError
 from tests.integration.helpers import running_gateway, sdk_upstream, write_config
 from tests.integration.test_operator_page import chromium
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.services]
 
 REVIEW = """---
 arguments:

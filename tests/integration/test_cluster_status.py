@@ -17,7 +17,7 @@ import pytest
 from tests.integration.helpers import RunningGateway, demo_upstream, running_gateway, write_config
 from tests.integration.services import free_port, redis_server
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.services]
 HEARTBEAT_S = 0.3
 
 

@@ -40,7 +40,7 @@ from tests.integration.helpers import (
 from tests.integration.identity import Provider, SigningKey, client_credentials_token, oidc_provider, signing_key
 from tests.integration.services import free_port
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.services]
 
 ALICE = {"client_id": "alice", "client_secret": "alice-secret-0123456789", "groups": ["eng"]}
 BOB = {"client_id": "bob", "client_secret": "bob-secret-0123456789ab", "groups": ["sales"]}

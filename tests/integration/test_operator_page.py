@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.integration.helpers import ROOT, demo_upstream, running_gateway, sdk_upstream, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.services]
 
 ADMIN = "operator-token-0123456789"
 CI = "ci-token-0123456789abcdef"

@@ -67,6 +67,7 @@ async def replica(tmp_path: Path, redis_url: str) -> AsyncIterator[RunningGatewa
         yield gateway
 
 
+@pytest.mark.services
 async def test_signing_out_ends_the_cookie_on_every_replica(tmp_path: Path) -> None:
     async with AsyncExitStack() as stack:
         redis = await stack.enter_async_context(redis_server())

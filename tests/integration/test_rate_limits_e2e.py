@@ -131,6 +131,7 @@ async def test_the_counts_outlive_a_reload(tmp_path: Path) -> None:
         assert (await modern_get(http, url)).status_code == 429  # what was spent before the reload still counts
 
 
+@pytest.mark.services
 @pytest.mark.parametrize("in_redis", [False, True], ids=["memory", "redis"])
 async def test_a_reload_that_changes_the_rate_applies_it_to_the_counts_so_far(tmp_path: Path, in_redis: bool) -> None:
     """The library's keys held the amount: after 2/minute became 3/minute everyone started afresh."""
@@ -151,6 +152,7 @@ async def test_a_reload_that_changes_the_rate_applies_it_to_the_counts_so_far(tm
         assert [(await modern_get(http, url)).status_code for _ in range(3)] == [200, 429, 429]
 
 
+@pytest.mark.services
 async def test_three_replicas_behind_haproxy_share_one_rate_through_redis(tmp_path: Path) -> None:
     """Round robin: without Redis each replica would let 5 a minute through, 15 in all."""
     require_binary("haproxy", "haproxy")

@@ -34,7 +34,7 @@ from tests.integration.helpers import (
 )
 from tests.integration.services import Redis, haproxy, redis_server, require_binary
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.services]
 ELSEWHERE = "deleted by client on another replica"
 
 

@@ -168,6 +168,7 @@ async def test_an_idle_session_ends_for_good_on_a_lone_gateway(tmp_path: Path) -
             assert (await call(http, f"{a.url}/mcp", session_id, "ping")).status_code == 404
 
 
+@pytest.mark.services
 async def test_idle_expiry_across_replicas_follows_the_sessions_use_anywhere(tmp_path: Path) -> None:
     """With Redis the replicas share when a session was last used: one idle on A but in use on B only
     leaves A's memory (A resumes it), and once it is idle everywhere no replica serves it."""

@@ -269,6 +269,7 @@ async def test_a_relayed_file_whose_bytes_do_not_match_its_manifest_is_refused(t
         assert audited["reason"] == reason
 
 
+@pytest.mark.services
 async def test_the_open_page_shows_a_skill_read_where_a_prompt_goes(tmp_path: Path) -> None:
     """The page's script draws a pushed skill read with its skill URI in the prompt column."""
     executable = chromium()
