@@ -58,26 +58,21 @@ async def test_explain_answers_as_the_server_lists(tmp_path: Path) -> None:
             "io.modelcontextprotocol/clientCapabilities": {},
             "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
         }
-        listed = await http.post(
-            f"{gateway.url}/mcp",
-            json={"jsonrpc": "2.0", "id": 1, "method": "prompts/list", "params": {"_meta": envelope}},
-            headers={
-                "Authorization": f"Bearer {CI}",
-                "Accept": "application/json, text/event-stream",
-                "MCP-Protocol-Version": "2026-07-28",
-                "Mcp-Method": "prompts/list",
-            },
-        )
-        served = await http.post(
-            f"{gateway.url}/mcp",
-            json={"jsonrpc": "2.0", "id": 2, "method": "skills/list", "params": {"_meta": envelope}},
-            headers={
-                "Authorization": f"Bearer {CI}",
-                "Accept": "application/json, text/event-stream",
-                "MCP-Protocol-Version": "2026-07-28",
-                "Mcp-Method": "skills/list",
-            },
-        )
+
+        async def as_ci(request_id: int, method: str) -> httpx.Response:
+            return await http.post(
+                f"{gateway.url}/mcp",
+                json={"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"_meta": envelope}},
+                headers={
+                    "Authorization": f"Bearer {CI}",
+                    "Accept": "application/json, text/event-stream",
+                    "MCP-Protocol-Version": "2026-07-28",
+                    "Mcp-Method": method,
+                },
+            )
+
+        listed = await as_ci(1, "prompts/list")
+        served = await as_ci(2, "skills/list")
     assert visible == {p["name"] for p in listed.json()["result"]["prompts"]}
     assert "eng__commit_message" not in visible
     assert skills == {s["uri"] for s in served.json()["result"]["skills"]} == {"skill://team/refunds/SKILL.md"}

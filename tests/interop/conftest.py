@@ -59,9 +59,6 @@ def legacy_sdk_python() -> str:
     return str(LEGACY_SDK_PYTHON)
 
 
-PUBLISHED = ROOT / "interop" / ".venv-published" / "bin"
-PUBLISHED_MCP1 = ROOT / "interop" / ".venv-published-mcp1" / "bin"
-SKILLS = ROOT / "interop" / ".venv-skills" / "bin"
 NPM_PACKAGES = ROOT / "interop" / "node_modules"
 
 
@@ -74,34 +71,28 @@ def _installed(path: Path, install: str) -> Path:
     return path
 
 
+def _venv_bin(venv: str, requirements: str, program: str) -> Path:
+    """The ``bin`` of ``interop/<venv>``, made from ``interop/<requirements>`` and holding ``program``."""
+    install = f"python3 -m venv interop/{venv} && interop/{venv}/bin/pip install -r interop/{requirements}"
+    return _installed(ROOT / "interop" / venv / "bin" / program, install).parent
+
+
 @pytest.fixture(scope="session")
 def published_bin() -> Path:
     """The ``bin`` of the venv of Python SDK 2.x published servers (``interop/requirements-published.txt``)."""
-    return _installed(
-        PUBLISHED / "sample-mcp-server",
-        "python3 -m venv interop/.venv-published && "
-        "interop/.venv-published/bin/pip install -r interop/requirements-published.txt",
-    ).parent
+    return _venv_bin(".venv-published", "requirements-published.txt", "sample-mcp-server")
 
 
 @pytest.fixture(scope="session")
 def published_mcp1_bin() -> Path:
     """The ``bin`` of the venv of Python SDK 1.x published servers (``interop/requirements-published-mcp1.txt``)."""
-    return _installed(
-        PUBLISHED_MCP1 / "arxiv-mcp-server",
-        "python3 -m venv interop/.venv-published-mcp1 && "
-        "interop/.venv-published-mcp1/bin/pip install -r interop/requirements-published-mcp1.txt",
-    ).parent
+    return _venv_bin(".venv-published-mcp1", "requirements-published-mcp1.txt", "arxiv-mcp-server")
 
 
 @pytest.fixture(scope="session")
 def skills_bin() -> Path:
     """The ``bin`` of the venv of a published skill collection (``interop/requirements-skills.txt``)."""
-    return _installed(
-        SKILLS / "agent-skills-bundle",
-        "python3 -m venv interop/.venv-skills && "
-        "interop/.venv-skills/bin/pip install -r interop/requirements-skills.txt",
-    ).parent
+    return _venv_bin(".venv-skills", "requirements-skills.txt", "agent-skills-bundle")
 
 
 def npm_package(name: str) -> Path:

@@ -4,16 +4,8 @@
 // folder, build the catalog. Prints one JSON summary; exits non-zero on any error.
 //
 //   node ext_skills_client.mjs legacy|auto COMMAND [ARGS...]     (the server, over stdio)
-import { readFileSync } from "node:fs";
 
-const MODULES = new URL("../../interop/node_modules/", import.meta.url);
-
-async function load(name, subpath) {
-  const root = new URL(`${name}/`, MODULES);
-  let target = JSON.parse(readFileSync(new URL("package.json", root), "utf8")).exports[subpath];
-  while (typeof target === "object") target = target.import ?? target.default;
-  return import(new URL(target, root).href);
-}
+import { load } from "./node_packages.mjs";
 
 const { Client } = await load("@modelcontextprotocol/client", ".");
 const { StdioClientTransport } = await load("@modelcontextprotocol/client", "./stdio");

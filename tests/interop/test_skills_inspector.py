@@ -30,6 +30,19 @@ def reports(stdout: bytes) -> dict[str, dict[str, Any]]:
     return {report["uri"]: report for report in lines}
 
 
+async def inspector_verify(node: str, tmp_path: Path, *target: str) -> tuple[int, str, dict[str, dict[str, Any]]]:
+    """The pinned Inspector's CLI, ``--method skills/list --verify`` against ``target`` (a URL, or ``--``
+    and a command): its exit code, everything it said, and its reports by skill URI."""
+    cli = PACKAGES / INSPECTOR / "clients" / "cli" / "build" / "index.js"
+    with anyio.fail_after(120):
+        checked = await anyio.run_process(
+            [node, str(cli), "--method", "skills/list", "--verify", *target],
+            env=environment(node, tmp_path),
+            check=False,
+        )
+    return checked.returncode, checked.stdout.decode() + checked.stderr.decode(), reports(checked.stdout)
+
+
 def upstreams(tmp_path: Path, *extra: dict[str, Any]) -> list[dict[str, Any]]:
     return [files_upstream(skills_folder(tmp_path / "repo"), "both"), relaying("a"), relaying("b"), *extra]
 
@@ -60,19 +73,11 @@ async def test_the_inspector_verifies_every_skill_as_docs_skills_md_says(node: s
 async def test_over_http_a_tampered_upstreams_file_is_refused_not_passed_on(node: str, tmp_path: Path) -> None:
     tampered = {**relaying("bad"), "env": {"SKILLS_TAMPERED": "1"}}
     config = write_config(tmp_path / "c.toml", upstreams(tmp_path, tampered), server={"transport": "http", "port": 0})
-    cli = PACKAGES / INSPECTOR / "clients" / "cli" / "build" / "index.js"
     async with running_gateway(config) as gateway:
         for namespace in ("team", "a", "b", "bad"):
             await gateway.wait_for_event("upstream_state", upstream=namespace, state="ready")
-        with anyio.fail_after(120):
-            checked = await anyio.run_process(
-                [node, str(cli), "--method", "skills/list", "--verify", f"{gateway.url}/mcp"],
-                env=environment(node, tmp_path),
-                check=False,
-            )
-    said = checked.stdout.decode() + checked.stderr.decode()
-    assert checked.returncode == 7, said[-3000:]  # the Inspector's "a skill failed verification"
-    found = reports(checked.stdout)
+        returncode, said, found = await inspector_verify(node, tmp_path, f"{gateway.url}/mcp")
+    assert returncode == 7, said[-3000:]  # the Inspector's "a skill failed verification"
     assert len(found) == 7, sorted(found)
     failed = {uri for uri, report in found.items() if report["outcome"] != "verified"}
     assert failed == {"skill://bad/pdf-processing/SKILL.md"}

@@ -28,8 +28,8 @@ from tests.integration.helpers import ListChangedWatcher, gateway_params, write_
 from tests.integration.test_skills import call, files_upstream, read_back, skills_folder
 from tests.integration.test_skills_http import next_resources_change
 from tests.interop.conftest import NPM_PACKAGES, ROOT
-from tests.interop.test_client_commands import INSPECTOR, environment, inspector_pinned
-from tests.interop.test_skills_inspector import GATEWAY, reports
+from tests.interop.test_client_commands import inspector_pinned
+from tests.interop.test_skills_inspector import GATEWAY, inspector_verify
 
 pytestmark = pytest.mark.anyio
 SDK = "@olaservo/ext-skills"
@@ -162,17 +162,10 @@ async def test_the_inspector_verifies_the_sdks_skills_through_the_gateway(
     folder = sdk_folder(tmp_path / "skills")
     team = files_upstream(skills_folder(tmp_path / "repo"), "both")
     config = write_config(tmp_path / "c.toml", [stdio_upstream(node, "ext", folder), team])
-    cli = NPM_PACKAGES / INSPECTOR / "clients" / "cli" / "build" / "index.js"
-    command = [node, str(cli), "--method", "skills/list", "--verify", "--require-digests"]
-    with anyio.fail_after(120):
-        checked = await anyio.run_process(
-            [*command, "--", GATEWAY, "serve", "--config", str(config)],
-            env=environment(node, tmp_path),
-            check=False,
-        )
-    said = checked.stdout.decode() + checked.stderr.decode()
-    assert checked.returncode == 0, said[-3000:]
-    found = reports(checked.stdout)
+    returncode, said, found = await inspector_verify(
+        node, tmp_path, "--require-digests", "--", GATEWAY, "serve", "--config", str(config)
+    )
+    assert returncode == 0, said[-3000:]
     assert set(found) == {
         "skill://team/pdf-processing/SKILL.md",
         "skill://ext/pdf-processing/SKILL.md",

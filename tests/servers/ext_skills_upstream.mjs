@@ -14,19 +14,12 @@
 // A line "rediscovered N" on stderr says it did.
 //
 // It lives beside the Python test servers, but its packages are in interop/node_modules (.ci/run installs
-// them), which a file outside interop/ cannot import by name: they are imported by their exports instead.
-import { readFileSync, watch } from "node:fs";
+// them), which a file outside interop/ cannot import by name: node_packages.mjs imports them by their exports.
+import { watch } from "node:fs";
 import { createServer } from "node:http";
 import { Readable } from "node:stream";
 
-const MODULES = new URL("../../interop/node_modules/", import.meta.url);
-
-async function load(name, subpath) {
-  const root = new URL(`${name}/`, MODULES);
-  let target = JSON.parse(readFileSync(new URL("package.json", root), "utf8")).exports[subpath];
-  while (typeof target === "object") target = target.import ?? target.default;
-  return import(new URL(target, root).href);
-}
+import { load } from "../interop/node_packages.mjs";
 
 const { McpServer, createMcpHandler } = await load("@modelcontextprotocol/server", ".");
 const { serveStdio } = await load("@modelcontextprotocol/server", "./stdio");
