@@ -132,23 +132,22 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         resources = self.capabilities.get("resources")
         return self.settings.relay_skills and isinstance(resources, dict) and resources.get("listChanged") is True
 
+    def _can_announce(self, listening: bool) -> bool:
+        """Whether a message of its own can reach us: a modern server's while our listen (``listening``)
+        is up, a 2025 one's while it has a stream to send on. Over HTTP that is only while its GET stream
+        is open: a stateless server (the TypeScript SDK's 2025 serving) declares ``listChanged`` and never
+        can send it (its listing was held, stale, until a reconnect)."""
+        return listening if self.modern else bool(getattr(self._stream, "hears_server", True))
+
     @property
     def announces_resource_changes(self) -> bool:
-        """Whether a change of its skills will be announced: a modern server while our listen is up, a 2025
-        one while its messages can reach us. Over HTTP that is only while its GET stream is open: a
-        stateless server (the TypeScript SDK's 2025 serving) declares ``listChanged`` yet never can."""
-        if self.modern:
-            return self.declares_resource_changes and self._listening_skills
-        return self.declares_resource_changes and bool(getattr(self._stream, "hears_server", True))
+        """Whether a change of its skills will be announced."""
+        return self.declares_resource_changes and self._can_announce(self._listening_skills)
 
     @property
     def announces_list_changes(self) -> bool:
-        """Whether a change will be announced: a modern server only while our listen stream is up, a 2025
-        one over HTTP only while its GET stream is open (a stateless one declares ``listChanged`` and can
-        never send it: its listing was then held, stale, until a reconnect)."""
-        if self.modern:
-            return self.declares_list_changed and self._listening
-        return self.declares_list_changed and bool(getattr(self._stream, "hears_server", True))
+        """Whether a change of its prompts will be announced."""
+        return self.declares_list_changed and self._can_announce(self._listening)
 
     @property
     def completes(self) -> bool:
