@@ -182,8 +182,11 @@ def main() -> None:
 
 def report(target: str, requests: int, directory: Path, pid: int, idle_s: float, load_s: float) -> None:
     idle, load = (totals(directory / f"cg.{pid}.{n}") for n in (1, 2))
-    per_request = (load - idle / idle_s * load_s) / requests
-    print(json.dumps({"target": target, "requests": requests, "instructions_per_request": round(per_request)}))
+    idle_taken = idle / idle_s * load_s
+    per_request = (load - idle_taken) / requests
+    result = {"target": target, "requests": requests, "instructions_per_request": round(per_request)}
+    # the idle work taken off, as a share of the load's count: large, and the count depends on the wall time
+    print(json.dumps(result | {"idle_share": round(idle_taken / load, 3)}))
 
 
 if __name__ == "__main__":

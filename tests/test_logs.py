@@ -96,3 +96,49 @@ def test_what_the_telemetry_sdk_logs_is_a_json_line_too(capsys: object) -> None:
     assert record["event"] == "Transient error refused"
     assert record["level"] == "warning"
     assert record["logger"] == "opentelemetry.exporter.otlp.proto.http"
+
+
+def test_the_audit_line_written_directly_is_the_line_the_chain_would_write(monkeypatch: object) -> None:
+    """The audit's own keys skip the redaction, the rest does not: an argument value kept by
+    ``argument_values`` under a secret's name is redacted, as the processor chain redacts it; keys, order
+    and the bound context variables are the chain's."""
+    import sys
+
+    import pytest
+    import structlog
+
+    from gateway.config import AuditSettings
+    from gateway.identity.audit import AuditTrail
+    from gateway.identity.principal import Identity
+    from gateway.observability.logs import configure_logging
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    params = {"name": "team__deploy", "arguments": {"password": "hunter2", "env": "prod", "target": "eu"}}
+
+    def audit_line(direct: bool) -> dict[str, object]:
+        written = io.BytesIO()
+        monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(written, write_through=True))
+        configure_logging("info", json=True)
+        if not direct:  # the chain's path: what info_direct answers for when the config is ours
+            monkeypatch.setattr("gateway.observability.logs._direct", None)
+        trail = AuditTrail(AuditSettings(argument_values=True))
+        structlog.contextvars.bind_contextvars(request_id=7, token="abc")
+        try:
+            with trail.request(Identity.token("ci"), "prompts/get", params, "team"):
+                pass
+        finally:
+            structlog.contextvars.clear_contextvars()
+        sys.stderr.flush()
+        line: dict[str, object] = json.loads(written.getvalue().splitlines()[-1])
+        return line
+
+    direct, chain = audit_line(direct=True), audit_line(direct=False)
+    for line in (direct, chain):
+        line.pop("timestamp")
+        line["duration_ms"] = 0
+    assert list(direct) == list(chain)
+    assert direct == chain
+    assert direct["argument_values"] == {"password": "[redacted]", "env": "[redacted]", "target": "eu"}
+    assert direct["token"] == "[redacted]"
+    assert direct["request_id"] == 7
+    assert direct["who"] == {"kind": "token", "name": "ci"}

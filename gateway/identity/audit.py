@@ -81,6 +81,13 @@ def _named(method: str, params: Any) -> dict[str, str | None]:
     return {"prompt": prompt_of(method, params) if method in AUDITED else None}
 
 
+OWN_KEYS = frozenset({
+    "who", "method", "prompt", "skill", "upstream", "arguments", "outcome", "code", "reason", "duration_ms",
+    "status", "limit", "retry_after_ms", "more_in_batch",
+})  # fmt: skip
+"""The event's keys whose values the gateway writes itself (the log's redaction need not read them; an
+argument's value, under ``argument_values``, is the client's and is read)."""
+
 MAX_REFUSED_EVENTS = 32
 """A refused batch is audited a member at a time, up to this many (the rest are counted in the last)."""
 
@@ -134,6 +141,10 @@ class AuditTrail:
             self._file = Path(settings.file).open("a", encoding="utf-8")  # noqa: SIM115 - lives with the trail
 
     def record(self, **event: Any) -> None:
+        self.write(event)
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Record one event (the trail owns the dict from here on)."""
         if self.recent.maxlen:
             self.recent.append({"timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **event})
             self.kept += 1
@@ -141,7 +152,7 @@ class AuditTrail:
                 self._waiting.set()
                 self._waiting = None
         if self._file is None:
-            if not info_direct("audit", event):
+            if not info_direct("audit", event, OWN_KEYS):
                 log.info("audit", **event)
             return
         line = {"event": "audit", "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **event}
@@ -244,4 +255,4 @@ class AuditedRequest:
             elif isinstance(exc, (UpstreamRejected, DigestMismatch)):
                 event["reason"] = exc.reason[:300]
         event["duration_ms"] = round((time.perf_counter() - self._started) * 1000, 2)
-        self._trail.record(**event)
+        self._trail.write(event)

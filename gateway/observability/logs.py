@@ -35,9 +35,16 @@ def _redact_value(key: str, value: Any) -> Any:
 
 
 def redact_secrets(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    # only what can hold a secret is rebuilt: a key named like one, or an object (its keys may be)
-    for key in [k for k, v in event.items() if isinstance(v, dict) or k.lower() in _SECRET_KEYS]:
-        event[key] = _redact_value(key, event[key])
+    return _redact(event, frozenset())
+
+
+def _redact(event: MutableMapping[str, Any], trusted: frozenset[str]) -> MutableMapping[str, Any]:
+    """Only what can hold a secret is rebuilt: a key named like one, or an object (its keys may be);
+    ``trusted`` keys are skipped (their values are the gateway's own words, such as the audit's)."""
+    for key in event.keys() - trusted:
+        value = event[key]
+        if isinstance(value, dict) or key.lower() in _SECRET_KEYS:
+            event[key] = _redact_value(key, value)
     return event
 
 
@@ -111,14 +118,16 @@ _direct: tuple[list[Any], BatchedLogger, bool] | None = None
 """Set while the log is our JSON lines: the processors configured, their output, whether ``info`` is
 logged. :func:`info_direct` writes through it."""
 _UTC = datetime.UTC
+_STANDARD_KEYS = frozenset({"event", "level", "timestamp"})
 
 
-def info_direct(event: str, fields: dict[str, Any]) -> bool:
+def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] = frozenset()) -> bool:
     """Log one ``info`` event as the processor chain would render it (the same keys in the same order: the
     fields, ``event``, the bound context variables, ``level``, ``timestamp``; secrets redacted), without
     going through structlog's logger and chain: the audit logs one per ``prompts/get``, and the chain's
     own work was most of that line's cost. False (nothing logged) when the log is not our JSON lines (a
-    terminal, a test's capture): the caller logs the ordinary way then."""
+    terminal, a test's capture): the caller logs the ordinary way then. ``trusted``: fields whose values
+    the caller made and that hold no secret (redaction skips them: the audit's fixed keys)."""
     direct = _direct
     if direct is None or structlog.get_config()["processors"] is not direct[0]:
         return False
@@ -128,7 +137,7 @@ def info_direct(event: str, fields: dict[str, Any]) -> bool:
     structlog.contextvars.merge_contextvars(None, "info", line)
     line["level"] = "info"
     line["timestamp"] = datetime.datetime.now(tz=_UTC).isoformat().replace("+00:00", "Z")
-    direct[1].msg(json_line(redact_secrets(None, "info", line)))
+    direct[1].msg(json_line(_redact(line, trusted | _STANDARD_KEYS)))
     return True
 
 

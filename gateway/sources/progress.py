@@ -10,8 +10,8 @@ request went to (an upstream that saw one token cannot use it to reach a request
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
+from types import TracebackType
 from typing import Any
 
 from gateway.rpc import Notify
@@ -23,20 +23,16 @@ class ProgressRelay:
     def __init__(self) -> None:
         self._routes: dict[str, tuple[str, Notify, Any]] = {}
 
-    @contextmanager
-    def route(self, params: dict[str, Any], notify: Notify | None, *, upstream: str) -> Iterator[dict[str, Any]]:
-        """``params`` as ``upstream`` should see them: the client's progress token replaced, if it sent one."""
+    def route(
+        self, params: dict[str, Any], notify: Notify | None, *, upstream: str
+    ) -> AbstractContextManager[dict[str, Any]]:
+        """``params`` as ``upstream`` should see them: the client's progress token replaced, if it sent one.
+        Plain context managers: a generator-based one cost more than the rest of this, per request."""
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         if notify is None or not isinstance(token, (str, int)) or isinstance(token, bool):
-            yield params
-            return
-        ours = f"gw-progress-{secrets.token_urlsafe(16)}"
-        self._routes[ours] = (upstream, notify, token)
-        try:
-            yield {**params, "_meta": {**meta, "progressToken": ours}}  # type: ignore[dict-item]
-        finally:
-            del self._routes[ours]
+            return nullcontext(params)
+        return _Route(self._routes, params, (upstream, notify, token))
 
     async def deliver(self, upstream: str, params: dict[str, Any]) -> None:
         """Relay ``upstream``'s progress notification to the client whose request carries its token."""
@@ -45,3 +41,22 @@ class ProgressRelay:
         if route is not None and route[0] == upstream:
             _, notify, client_token = route
             await notify(PROGRESS, {**params, "progressToken": client_token})
+
+
+class _Route:
+    """One request's progress token, swapped for one of the gateway's while the request is upstream."""
+
+    __slots__ = ("_ours", "_params", "_route", "_routes")
+
+    def __init__(
+        self, routes: dict[str, tuple[str, Notify, Any]], params: dict[str, Any], route: tuple[str, Notify, Any]
+    ) -> None:
+        self._routes, self._params, self._route = routes, params, route
+        self._ours = f"gw-progress-{secrets.token_urlsafe(16)}"
+
+    def __enter__(self) -> dict[str, Any]:
+        self._routes[self._ours] = self._route
+        return {**self._params, "_meta": {**self._params["_meta"], "progressToken": self._ours}}
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _tb: TracebackType | None) -> None:
+        del self._routes[self._ours]

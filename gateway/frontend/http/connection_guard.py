@@ -33,6 +33,10 @@ import structlog
 
 log = structlog.get_logger("gateway.http")
 
+_KEEP, _NONE, _HEADER, _BODY = range(4)
+"""What a parsed read does to the request's clock: leaves it, stops it, or starts the header block's or
+the body's time-out (the moment is the read's: a callback fires within it)."""
+
 LINGER_MAX_BYTES = 256 * 1024 * 1024
 """How much of what a client still sends after its answer is read (and dropped) before the connection closes."""
 
@@ -136,6 +140,7 @@ class GuardedProtocol(asyncio.Protocol):
         self._request_open = False  # a request began and has not all arrived
         self._served_one = False
         self._timer: asyncio.TimerHandle | None = None
+        self._clock = _KEEP  # the clock the read being parsed asks for, set once it is parsed
         self.lingering = False  # answered and shut for writing: what arrives is dropped
         self._drained = 0
         self._closed = False
@@ -168,12 +173,18 @@ class GuardedProtocol(asyncio.Protocol):
         if self._parser is not None:
             was_in_headers = self._in_headers
             self._began_in_read = False
+            upgraded = False
             try:
                 self._parser.feed_data(data)
             except httptools.HttpParserUpgrade:
-                self._stop_watching()  # another protocol from here on: not ours to time
+                upgraded = True
             except httptools.HttpParserError:
                 self._parser = None  # the server's own parser refuses it the same way; the clock still runs
+            clock, self._clock = self._clock, _KEEP
+            if upgraded:
+                self._stop_watching()  # another protocol from here on: not ours to time
+            elif clock is not _KEEP and not (self.lingering or self._closed):
+                self._set_clock(clock)
             if self.lingering or self._closed:
                 return
             if was_in_headers and self._in_headers and not self._began_in_read:
@@ -216,7 +227,7 @@ class GuardedProtocol(asyncio.Protocol):
         self._header_bytes = 0
         self._parsed_header_bytes = 0
         if self._served_one:  # the first request's clock started with the connection
-            self._arm(self._bounds.header_timeout_s, self._header_timeout)
+            self._clock = _HEADER
 
     def on_url(self, url: bytes) -> None:
         self._parsed_header_bytes += len(url)
@@ -226,16 +237,26 @@ class GuardedProtocol(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._in_headers = False
-        self._arm(self._bounds.body_timeout_s, self._body_timeout)
+        self._clock = _BODY
 
     def on_message_complete(self) -> None:
         if self._parsed_header_bytes > self._bounds.max_header_bytes:
             return  # read whole in this read, refused once the read is parsed: this request was never served
         self._request_open = False
         self._served_one = True
-        self._cancel_timer()  # between requests, the server's keep-alive timeout applies
+        self._clock = _NONE  # between requests, the server's keep-alive timeout applies
 
     # ---- the bounds ---------------------------------------------------------------------------
+
+    def _set_clock(self, clock: int) -> None:
+        """The clock the parsed read left running: the callbacks only say which (the last one wins), so a
+        request that arrives whole in one read, as nearly all do, arms and cancels no timer at all."""
+        if clock == _NONE:
+            self._cancel_timer()
+        elif clock == _HEADER:
+            self._arm(self._bounds.header_timeout_s, self._header_timeout)
+        else:
+            self._arm(self._bounds.body_timeout_s, self._body_timeout)
 
     def _refuse_headers(self) -> None:
         limit = self._bounds.max_header_bytes
