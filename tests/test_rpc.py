@@ -4,6 +4,7 @@ from functools import partial
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from gateway.protocol.errors import InvalidParams
@@ -280,3 +281,30 @@ async def test_a_batch_in_flight_when_receiving_stops_is_answered_within_the_dra
             batch = await read_json(theirs)
         assert sorted(item["id"] for item in batch) == [1, 2]
         tg.cancel_scope.cancel()
+
+
+async def test_requests_still_running_when_the_peer_ends_are_cancelled_before_run_returns(pair: Pair) -> None:
+    """The handlers run as tasks of their own: once the stream ends (and the drain is over), each is
+    cancelled, and ``run()`` returns only after every one has finished its cleanup."""
+    ours, theirs = pair
+    started = anyio.Event()
+    cleaned: list[int] = []
+
+    async def handle(request: Request, notify: Notify) -> dict[str, Any]:
+        try:
+            started.set()
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.lowlevel.checkpoint()  # a cleanup that awaits: run() still waits for it
+            cleaned.append(request.id)  # type: ignore[arg-type]
+        return {}
+
+    peer = RpcPeer(ours, on_request=handle)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer.run)
+            await theirs.send(b'{"jsonrpc":"2.0","id":1,"method":"block"}')
+            await started.wait()
+            await theirs.aclose()  # the stream ends: no drain asked for
+        assert cleaned == [1]
