@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from gateway import start_up  # first: the garbage collector waits until the imports below are done
+
+# isort: split
 import argparse
 import functools
 import importlib.util
@@ -27,6 +30,8 @@ from gateway.reports import check_command, list_command, say
 from gateway.serve_command import serve_command
 from gateway.serving import ensure_safe_exposure, listening_socket
 from gateway.transports.child_env import withhold_inherited_descriptors
+
+start_up.resume()  # here, not in main(): a test importing a name from this module gets its collector back too
 
 EXIT_OK, EXIT_UPSTREAM_FAILED, EXIT_CONFIG = 0, 1, 2
 log = structlog.get_logger("gateway.cli")

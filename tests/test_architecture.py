@@ -25,6 +25,7 @@ STAGES: list[tuple[str, ...]] = [
         "reports",
         "operator_view",
         "failed_start",
+        "start_up",
     ),
     ("frontend",),
     ("identity",),

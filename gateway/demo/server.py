@@ -1,7 +1,11 @@
-"""A minimal MCP prompt server on the gateway's own rpc layer: enough for demos and examples."""
+"""A minimal MCP prompt server on the gateway's own rpc layer: enough for demos and examples. The demo
+servers (``writing.py``, ``engineering.py``) import it first: their process starts here (``start_up.py``)."""
 
 from __future__ import annotations
 
+from gateway import start_up  # first: the garbage collector waits until the imports below are done
+
+# isort: split
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +19,8 @@ from gateway.protocol.jsonrpc import Request
 from gateway.protocol.versions import negotiate
 from gateway.rpc import Notify, RpcPeer
 from gateway.transports.stdio import open_own_stdio
+
+start_up.resume()
 
 Render = Callable[[dict[str, str]], str]
 

@@ -6,7 +6,10 @@ import mcp.types as t
 from mcp import MCPError
 from mcp.server.lowlevel.server import Server
 
+from gateway import start_up
 from tests.servers.common import run_stdio, text_result
+
+start_up.resume()
 
 CITIES = {"US": ["Austin", "Boston", "Chicago", "Denver"], "FR": ["Lyon", "Marseille", "Nice", "Paris"]}
 

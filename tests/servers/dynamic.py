@@ -18,7 +18,10 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, PromptsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from gateway import start_up
 from tests.servers.common import run_stdio, text_result
+
+start_up.resume()
 
 prompts: dict[str, t.Prompt] = {
     "pid": t.Prompt(name="pid", description="answers with the server's process id"),

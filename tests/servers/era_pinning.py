@@ -11,6 +11,10 @@ import json
 import sys
 from typing import Any
 
+from gateway import start_up
+
+start_up.resume()
+
 VERSION = "2026-07-28"
 ENVELOPE = "io.modelcontextprotocol/protocolVersion"
 PROMPTS = [{"name": "pinned", "description": "served in either era"}]

@@ -21,6 +21,10 @@ import threading
 import time
 from typing import Any
 
+from gateway import start_up
+
+start_up.resume()
+
 PROMPTS = [
     "ok",
     "crash",

@@ -7,6 +7,10 @@ import json
 import sys
 from typing import Any
 
+from gateway import start_up
+
+start_up.resume()
+
 
 def send(message: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(message) + "\n")

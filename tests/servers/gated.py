@@ -8,6 +8,10 @@ from __future__ import annotations
 import os
 import sys
 
+from gateway import start_up
+
+start_up.resume()
+
 
 def main() -> None:
     fifo, *command = sys.argv[1:]

@@ -11,7 +11,10 @@ import mcp.types as t
 from mcp import MCPError
 from mcp.server.lowlevel.server import Server
 
+from gateway import start_up
 from tests.servers.common import run_stdio, text_result
+
+start_up.resume()
 
 HOSTILE_NAME = "pwn\x1b]0;owned\x07\x1b[2J"
 PROMPTS = [

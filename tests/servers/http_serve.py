@@ -37,6 +37,10 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway import start_up
+
+start_up.resume()
+
 
 def sse_app(server: Server) -> Starlette:
     transport = SseServerTransport("/messages/")

@@ -10,6 +10,10 @@ import sys
 import time
 from typing import Any
 
+from gateway import start_up
+
+start_up.resume()
+
 VERSION = "2026-07-28"
 
 

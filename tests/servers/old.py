@@ -14,6 +14,10 @@ import os
 import sys
 from typing import Any
 
+from gateway import start_up
+
+start_up.resume()
+
 PROMPTS = [
     {"name": "haiku", "description": "a haiku about a topic", "arguments": [{"name": "topic", "required": True}]}
 ]

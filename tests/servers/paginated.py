@@ -10,7 +10,10 @@ import mcp.types as t
 from mcp import MCPError
 from mcp.server.lowlevel.server import Server
 
+from gateway import start_up
 from tests.servers.common import run_stdio, text_result
+
+start_up.resume()
 
 COUNT = int(os.environ.get("PROMPT_COUNT", "1000"))
 PAGE = int(os.environ.get("PAGE_SIZE", "7"))

@@ -10,7 +10,10 @@ import mcp.types as t
 from mcp import MCPError
 from mcp.server.lowlevel.server import Server
 
+from gateway import start_up
 from tests.servers.common import run_stdio, text_result
+
+start_up.resume()
 
 WAV = base64.b64encode(b"RIFF\x24\x00\x00\x00WAVEfmt ").decode()
 PROMPTS = [

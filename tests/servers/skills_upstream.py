@@ -26,6 +26,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from gateway import start_up
 from gateway.protocol.skills import (
     EXTENSION_ID,
     GetSkillParams,
@@ -37,6 +38,8 @@ from gateway.protocol.skills import (
     digest_of,
 )
 from tests.servers.common import run_stdio, text_result
+
+start_up.resume()
 
 PDF = b"""---
 name: pdf-processing

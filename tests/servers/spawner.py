@@ -11,7 +11,10 @@ import os
 import subprocess
 import sys
 
+from gateway import start_up
 from tests.servers.old import answer
+
+start_up.resume()
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
 

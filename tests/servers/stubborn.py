@@ -15,8 +15,11 @@ import threading
 import mcp.types as t
 from mcp.server.lowlevel.server import Server
 
+from gateway import start_up
 from tests.servers.common import run_stdio, text_result
 from tests.servers.spawner import SLEEPER, daemonize
+
+start_up.resume()
 
 IGNORING_SLEEPER = [
     sys.executable,

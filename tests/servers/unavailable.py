@@ -7,6 +7,10 @@ from __future__ import annotations
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from gateway import start_up
+
+start_up.resume()
+
 
 class Unavailable(BaseHTTPRequestHandler):
     status = 503
