@@ -83,7 +83,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
             if era_memory.handshake_only(self._era_key):  # it died of the probe in an earlier run
                 self._handshake_only = self._guessed_handshake_only = True
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
-        self._slots = anyio.Semaphore(max_in_flight)
+        self._in_flight = 0  # requests with the server now: over the bound, refused at once (never queued)
         self._max_in_flight = max_in_flight
         self._on_progress = on_progress
         self._log = structlog.get_logger("gateway.upstream").bind(upstream=self.namespace)
@@ -203,12 +203,9 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         peer, stream = self._peer, self._stream
         if peer is None or not self.ready:
             raise self.unavailable()
-        try:
-            self._slots.acquire_nowait()  # over the bound: refuse now rather than queue without limit
-        except anyio.WouldBlock:
-            raise UpstreamUnavailable(
-                self.namespace, f"is saturated ({self._max_in_flight} requests in flight)"
-            ) from None
+        if self._in_flight >= self._max_in_flight:  # refused now rather than queued without limit
+            raise UpstreamUnavailable(self.namespace, f"is saturated ({self._max_in_flight} requests in flight)")
+        self._in_flight += 1
         started = time.perf_counter()
         try:
             with tracing().client(method, params, to=self._destination, mcp_version=self.protocol_version) as span:
@@ -217,7 +214,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
                     check(answer)
                 return answer
         finally:
-            self._slots.release()
+            self._in_flight -= 1
             self.recent_ms.append((time.perf_counter() - started) * 1000)
 
     async def _exchange(

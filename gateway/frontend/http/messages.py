@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from functools import lru_cache
 from typing import Any
 
 import structlog
@@ -75,8 +76,18 @@ def accepts(request: HttpRequest, media_type: str) -> bool:
     accept = headers_of(request).get("accept")
     if accept is None:
         return True
+    return (_admits if len(accept) > _KEPT_ACCEPT_CHARS else _admits_kept)(accept, media_type)
+
+
+def _admits(accept: str, media_type: str) -> bool:
     kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")}
     return bool(kinds & {media_type, "*/*", media_type.split("/")[0] + "/*"})
+
+
+_KEPT_ACCEPT_CHARS = 512
+_admits_kept = lru_cache(maxsize=256)(_admits)
+"""The answers for short ``Accept`` values are kept (bounded in number and size: the values come from
+clients): a client sends the same one with every request, and a request asks once or twice."""
 
 
 async def read_body(request: HttpRequest, limit: int) -> bytes | None:
