@@ -200,11 +200,14 @@ def with_envelope(params: Mapping[str, Any] | None, *, version: str, client_info
     """``params`` as a modern request from the gateway. The client's capabilities (when it is modern)
     travel on, so an upstream's multi round-trip requests reach a client that can answer them."""
     meta = params.get("_meta") if isinstance(params, Mapping) else None
-    capabilities = meta.get(CLIENT_CAPABILITIES_KEY) if isinstance(meta, Mapping) else None
-    stripped = without_envelope(params) or {}
-    envelope = {
+    if not isinstance(meta, Mapping):
+        meta = {}
+    capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
+    outgoing = {key: value for key, value in params.items() if key != "_meta"} if params is not None else {}
+    outgoing["_meta"] = {key: value for key, value in meta.items() if not key.startswith(RESERVED_PREFIX)}
+    outgoing["_meta"].update({
         PROTOCOL_VERSION_KEY: version,
         CLIENT_CAPABILITIES_KEY: dict(capabilities) if isinstance(capabilities, Mapping) else {},
         CLIENT_INFO_KEY: dict(client_info),
-    }
-    return {**stripped, "_meta": {**stripped.get("_meta", {}), **envelope}}
+    })  # fmt: skip
+    return outgoing
