@@ -25,6 +25,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -32,6 +33,11 @@ import httptools
 import structlog
 
 log = structlog.get_logger("gateway.http")
+
+CONNECTION: ContextVar[GuardedProtocol | None] = ContextVar("gateway.connection", default=None)
+"""The connection whose bytes the server is being handed: set while the inner protocol parses them, so
+the task the server starts for a request (a copy of the context at that moment) knows its connection,
+and can ask to hear when the connection is lost (``on_lost``) without a task of its own waiting for it."""
 
 _KEEP, _NONE, _HEADER, _BODY = range(4)
 """What a parsed read does to the request's clock: leaves it, stops it, or starts the header block's or
@@ -141,6 +147,7 @@ class GuardedProtocol(asyncio.Protocol):
         self._served_one = False
         self._timer: asyncio.TimerHandle | None = None
         self._clock = _KEEP  # the clock the read being parsed asks for, set once it is parsed
+        self._on_lost: set[Callable[[], None]] = set()  # told once when the client is gone
         self.lingering = False  # answered and shut for writing: what arrives is dropped
         self._drained = 0
         self._closed = False
@@ -194,7 +201,11 @@ class GuardedProtocol(asyncio.Protocol):
             if max(self._header_bytes, self._parsed_header_bytes) > self._bounds.max_header_bytes:
                 self._refuse_headers()
                 return
-        self._inner.data_received(data)
+        token = CONNECTION.set(self)
+        try:
+            self._inner.data_received(data)
+        finally:
+            CONNECTION.reset(token)
 
     def eof_received(self) -> bool | None:
         if self.lingering:
@@ -211,6 +222,7 @@ class GuardedProtocol(asyncio.Protocol):
         if self._inner_transport is not None:
             self._inner_transport = None
             self._inner.connection_lost(exc)
+        self._tell_lost()
 
     def pause_writing(self) -> None:
         self._inner.pause_writing()
@@ -316,6 +328,25 @@ class GuardedProtocol(asyncio.Protocol):
             self._inner_transport.stop_writing()
             self._inner_transport = None
             self._inner.connection_lost(None)
+        self._tell_lost()
+
+    # ---- who hears of the client going ---------------------------------------------------------
+
+    def on_lost(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the client is gone (the connection lost, or given up on by a bound),
+        unless ``forget`` comes first; at once if it is gone already."""
+        if self._closed or self._inner_transport is None:
+            callback()
+        else:
+            self._on_lost.add(callback)
+
+    def forget(self, callback: Callable[[], None]) -> None:
+        self._on_lost.discard(callback)
+
+    def _tell_lost(self) -> None:
+        told, self._on_lost = self._on_lost, set()
+        for callback in told:
+            callback()
 
     # ---- closing ------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from gateway.frontend.http.connection_guard import CONNECTION
 from gateway.identity.rate_limits import retry_after_header
 from gateway.protocol.errors import GatewayError
 from gateway.protocol.jsonrpc import (
@@ -133,25 +134,47 @@ def modern_answer(answer: dict[str, Any] | ErrorResponse) -> Response:
 
 
 class DisconnectWatch:
-    """Closing the connection is how a 2026-07-28 client cancels. The body is read, so the next ASGI
-    message is ``http.disconnect``: sent when the client goes away, or once the response has been
-    sent (ASGI: ``receive`` after the response). The watch therefore ends by itself and is never
-    cancelled. It runs as a plain asyncio task that the front end holds until it is done: an anyio
-    task costs several times more to start, and anyio formats the cancelling task's repr on every
-    cancel (together ~10% of the gateway's CPU on this path); uvicorn runs on asyncio in any case.
-    It cancels the request's task itself (asyncio's cancellation, which anyio's scopes below pass on),
-    not an anyio cancel scope around the request: that scope cost more than the rest of the watch;
-    :meth:`cancelled` tells the request's own cancellation from any other (the server's shutdown)."""
+    """Closing the connection is how a 2026-07-28 client cancels. The watch cancels the request's task
+    itself (asyncio's cancellation, which anyio's scopes below pass on), not an anyio cancel scope around
+    the request: that scope cost more than the rest of the watch; :meth:`cancelled` tells the request's
+    own cancellation from any other (the server's shutdown).
+
+    Where the connection guard handed the request to the server (always, when the gateway serves), the
+    guard tells the watch when the client is gone: nothing waits per request. Elsewhere the watch is a
+    plain asyncio task reading the ASGI ``receive`` (the body is read, so the next message is
+    ``http.disconnect``: sent when the client goes away, or once the response has been sent), held by
+    the front end until it is done (an anyio task costs several times more to start)."""
+
+    __slots__ = ("_cancelled", "_connection", "_http", "_task", "answered")
 
     def __init__(self, http: HttpRequest) -> None:
         self._http = http
         self._task = asyncio.current_task()
         self._cancelled = False
+        self._connection = CONNECTION.get()
         self.answered = False
 
-    async def run(self) -> None:
+    def start(self, tasks: set[asyncio.Task[None]]) -> None:
+        """Watch from now on; a watch that needs a task of its own is held in ``tasks`` until it ends."""
+        if self._connection is not None:
+            self._connection.on_lost(self._client_gone)
+            return
+        task = asyncio.get_running_loop().create_task(self._read_until_disconnect())
+        tasks.add(task)  # held until done: the loop keeps only weak references
+        task.add_done_callback(tasks.discard)
+
+    def stop(self) -> None:
+        """The request has its answer: the client's going no longer cancels it."""
+        self.answered = True
+        if self._connection is not None:
+            self._connection.forget(self._client_gone)
+
+    async def _read_until_disconnect(self) -> None:
         while (await self._http.receive())["type"] != "http.disconnect":
             pass
+        self._client_gone()
+
+    def _client_gone(self) -> None:
         if not self.answered and self._task is not None:
             self._cancelled = True
             self._task.cancel()

@@ -63,16 +63,15 @@ class StatelessPath(HttpPaths):
         self._request_share.acquire(principal)
         try:
             watch = DisconnectWatch(http)
-            watch_task = asyncio.get_running_loop().create_task(watch.run())
-            self._watches.add(watch_task)  # held until done: the loop keeps only weak references
-            watch_task.add_done_callback(self._watches.discard)
+            watch.start(self._watches)
             try:
                 answer = await self._stateless_answer(request, no_notify, principal, envelope)
             except asyncio.CancelledError:
                 if watch.cancelled():
                     return Response(status_code=499)  # the client went away; nobody reads this
                 raise
-            watch.answered = True
+            finally:
+                watch.stop()
             return modern_answer(answer)
         finally:
             self._request_share.release(principal)
