@@ -19,6 +19,7 @@ import structlog
 import structlog.contextvars
 from anyio.abc import TaskGroup
 
+from gateway.deadlines import Deadlines
 from gateway.inbound import Admitted, InboundRequests, RequestHandler
 from gateway.inbound import Notify as Notify
 from gateway.protocol.errors import INTERNAL_ERROR, GatewayError, InvalidRequest, MethodNotFound
@@ -127,6 +128,7 @@ class RpcPeer:
         self._closed = False
         self._closed_event = anyio.Event()
         self._task_group: TaskGroup | None = None
+        self._deadlines = Deadlines()
         self._handlers: set[asyncio.Task[None]] = set()  # held until done: the loop keeps weak references
 
     @property
@@ -155,24 +157,30 @@ class RpcPeer:
             on_sent(request_id)
         pending = _Pending()
         self._pending[request_id] = pending
-        timer = asyncio.timeout(timeout)  # asyncio's own: anyio's scope cost several times more a request
+        # one timer for all of the peer's deadlines (gateway/deadlines.py): asyncio.timeout's own timer
+        # and bookkeeping cost more than the rest of this on every request
+        deadline = self._deadlines.add(request_id, timeout) if timeout is not None else None
+        timed_out = False
         try:
             request = Request(request_id, method, params)
-            async with timer:
-                answer = await self._transmit(encode(request), request)
-                if answer is not None:
-                    await self._take(answer, answering=request_id)  # not JSON-RPC: failed now, not at timeout
-                await pending.wait()
-        except TimeoutError:
-            if not timer.expired():  # (not this request's time-out: raised in what it awaited)
-                raise
+            answer = await self._transmit(encode(request), request)
+            if answer is not None:
+                await self._take(answer, answering=request_id)  # not JSON-RPC: failed now, not at timeout
+            await pending.wait()
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._cancel_remote(request_id, "cancelled by the caller")
-            raise
+            if timeout is not None:
+                self._deadlines.remove(request_id, timeout)  # before anything more is awaited
+            if deadline is not None and deadline.expired():
+                timed_out = True
+            else:
+                with anyio.CancelScope(shield=True):
+                    await self._cancel_remote(request_id, "cancelled by the caller")
+                raise
         finally:
             self._pending.pop(request_id, None)
-        if timer.expired():
+            if timeout is not None:
+                self._deadlines.remove(request_id, timeout)
+        if timed_out:
             await self._cancel_remote(request_id, "timed out")
             raise RequestTimeout
         outcome = pending.outcome

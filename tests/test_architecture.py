@@ -31,7 +31,7 @@ STAGES: list[tuple[str, ...]] = [
     ("identity",),
     ("catalog",),
     ("sources",),
-    ("rpc", "inbound"),
+    ("rpc", "inbound", "deadlines"),
     ("transports",),
     ("cluster",),
     ("observability",),
