@@ -6,6 +6,9 @@ import asyncio
 import io
 import json
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gateway.observability.logs import BatchedLogger, json_line
 
 
@@ -142,3 +145,17 @@ def test_the_audit_line_written_directly_is_the_line_the_chain_would_write(monke
     assert direct["token"] == "[redacted]"
     assert direct["request_id"] == 7
     assert direct["who"] == {"kind": "token", "name": "ci"}
+
+
+@given(st.integers(min_value=0, max_value=4_102_444_800 * 10**9))  # to 2100
+def test_the_audit_lines_timestamp_is_structlogs_iso_timestamp(time_ns: int) -> None:
+    """What ``TimeStamper(fmt="iso", utc=True)`` writes for the same instant (datetime floors to the
+    microsecond, and leaves out a fraction of zero)."""
+    import datetime
+
+    from gateway.observability.logs import iso_utc
+
+    seconds, micro = divmod(time_ns // 1000, 1_000_000)
+    instant = datetime.datetime.fromtimestamp(seconds, datetime.UTC).replace(microsecond=micro)
+    assert iso_utc(time_ns) == instant.isoformat().replace("+00:00", "Z")
+    assert iso_utc(time_ns) == iso_utc(time_ns)  # the second's text, made or kept, is the same
