@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-import structlog.contextvars
 
+from gateway.observability.logs import bind_request, unbind_request
 from gateway.protocol.errors import INTERNAL_ERROR, GatewayError, InvalidRequest
 from gateway.protocol.jsonrpc import ErrorResponse, Request, RequestId, Response, error_response
 
@@ -76,7 +76,7 @@ class InboundRequests:
 
     async def run(self, request: Request, admitted: Admitted, notify: Notify) -> Response | ErrorResponse | None:
         """The answer to an admitted request; None when the peer cancelled it (it expects no answer)."""
-        tokens = structlog.contextvars.bind_contextvars(request_id=request.id, method=request.method)
+        bound = bind_request(request.id, request.method)
         try:
             if admitted.cancelled:
                 return None
@@ -90,7 +90,7 @@ class InboundRequests:
                 raise
         finally:
             admitted._task = None
-            structlog.contextvars.reset_contextvars(**tokens)  # cheaper than bound_contextvars' copy
+            unbind_request(bound)
             self._admitted.pop(request.id, None)
 
     async def _answer(self, request: Request, notify: Notify) -> Response | ErrorResponse:

@@ -12,7 +12,8 @@ import json
 import logging
 import sys
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
+from contextvars import ContextVar, Token
 from typing import Any, BinaryIO
 
 import orjson
@@ -46,6 +47,29 @@ def _redact(event: MutableMapping[str, Any], trusted: frozenset[str]) -> Mutable
         value = event[key]
         if isinstance(value, dict) or key.lower() in _SECRET_KEYS:
             event[key] = _redact_value(key, value)
+    return event
+
+
+REQUEST_CONTEXT: ContextVar[Mapping[str, Any] | None] = ContextVar("gateway.log.request", default=None)
+"""What every line logged while a request is served says of it (its id and method). One context variable
+set per request, not structlog's one per key: binding two keys and merging them back by walking every
+context variable there is cost more than the audit line's other fields."""
+
+
+def bind_request(request_id: Any, method: str) -> Token[Mapping[str, Any] | None]:
+    return REQUEST_CONTEXT.set({"request_id": request_id, "method": method})
+
+
+def unbind_request(token: Token[Mapping[str, Any] | None]) -> None:
+    REQUEST_CONTEXT.reset(token)
+
+
+def merge_request_context(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """The processor that adds the request's context to a line (what a field of the line says wins)."""
+    bound = REQUEST_CONTEXT.get()
+    if bound is not None:
+        for key, value in bound.items():
+            event.setdefault(key, value)
     return event
 
 
@@ -140,7 +164,9 @@ def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] = fr
     """Log one ``info`` event as the processor chain would render it (the same keys in the same order: the
     fields, ``event``, the bound context variables, ``level``, ``timestamp``; secrets redacted), without
     going through structlog's logger and chain: the audit logs one per ``prompts/get``, and the chain's
-    own work was most of that line's cost. False (nothing logged) when the log is not our JSON lines (a
+    own work was most of that line's cost. Of the context, the request's is merged (``bind_request``):
+    structlog's own context variables, which the gateway does not use, are left to the chain. False
+    (nothing logged) when the log is not our JSON lines (a
     terminal, a test's capture): the caller logs the ordinary way then. ``trusted``: fields whose values
     the caller made and that hold no secret (redaction skips them: the audit's fixed keys)."""
     direct = _direct
@@ -149,7 +175,7 @@ def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] = fr
     if not direct[2]:
         return True  # filtered out, as the chain's logger would
     line = {**fields, "event": event}
-    structlog.contextvars.merge_contextvars(None, "info", line)
+    merge_request_context(None, "info", line)
     line["level"] = "info"
     line["timestamp"] = iso_utc(time.time_ns())
     direct[1].msg(json_line(_redact(line, trusted | _STANDARD_KEYS)))
@@ -172,6 +198,7 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
 
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
+        merge_request_context,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         redact_secrets,

@@ -65,6 +65,7 @@ async def test_a_failed_get_says_why_and_who_over_http_without_tokens(tmp_path: 
 
         upstream = await audited(prompt="f__today")
         assert (upstream["outcome"], upstream["code"]) == ("error", 0)
+        assert isinstance(upstream["request_id"], int)  # the request's context, as every line served for it
         assert upstream["reason"] == "Upstream 'f' answered with error code 0 (its message is not kept)"
         values = await audited(prompt="team__review", outcome="error")
         assert values["reason"] == "Invalid params: argument 'language' must be one of python, rust"

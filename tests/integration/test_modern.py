@@ -132,6 +132,8 @@ async def test_stateless_http_requests_are_checked_in_the_spec_order(tmp_path: P
         assert answer.status_code == 200
         assert "mcp-session-id" not in answer.headers  # no sessions in this revision
         check("2026-07-28", "GetPromptResultResponse", answer.json())
+        audited = await gateway.wait_for_event("audit", prompt="rich__voice")
+        assert (audited["outcome"], audited["request_id"]) == ("ok", 1)  # the request's context is on its line
 
         discovered = await post(http, url, modern(2, "server/discover"), **{**ok, "Mcp-Method": "server/discover"})
         check("2026-07-28", "DiscoverResultResponse", discovered.json())

@@ -10,7 +10,6 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 import structlog
-import structlog.contextvars
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
@@ -27,6 +26,7 @@ from gateway.frontend.http.messages import (
 from gateway.frontend.http.paths import HttpPaths
 from gateway.identity.principal import Identity
 from gateway.inbound import Notify, answer
+from gateway.observability.logs import bind_request, unbind_request
 from gateway.protocol.errors import ClientError
 from gateway.protocol.jsonrpc import (
     Request,
@@ -90,8 +90,8 @@ class StatelessPath(HttpPaths):
     async def _stateless_answer(
         self, request: Request, notify: Notify, principal: Identity | None, envelope: Envelope
     ) -> dict[str, Any]:
-        tokens = structlog.contextvars.bind_contextvars(request_id=request.id, method=request.method)
+        bound = bind_request(request.id, request.method)
         try:
             return to_wire(await answer(request, self._stateless(request, notify, principal, envelope), log))
         finally:
-            structlog.contextvars.reset_contextvars(**tokens)
+            unbind_request(bound)
