@@ -25,7 +25,7 @@ import structlog
 
 from gateway.config import AuditSettings
 from gateway.identity.principal import ANONYMOUS, Identity
-from gateway.observability.logs import info_direct, json_text
+from gateway.observability.logs import STANDARD_KEYS, info_direct, json_text
 from gateway.protocol.errors import SAID_BY_THE_GATEWAY, DigestMismatch, RateLimited, UpstreamRejected
 
 log = structlog.get_logger("gateway.audit")
@@ -84,7 +84,7 @@ def _named(method: str, params: Any) -> dict[str, str | None]:
 OWN_KEYS = frozenset({
     "who", "method", "prompt", "skill", "upstream", "arguments", "outcome", "code", "reason", "duration_ms",
     "status", "limit", "retry_after_ms", "more_in_batch",
-})  # fmt: skip
+}) | STANDARD_KEYS  # fmt: skip
 """The event's keys whose values the gateway writes itself (the log's redaction need not read them; an
 argument's value, under ``argument_values``, is the client's and is read)."""
 

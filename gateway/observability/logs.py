@@ -143,7 +143,8 @@ _direct: tuple[list[Any], BatchedLogger, bool] | None = None
 """Set while the log is our JSON lines: the processors configured, their output, whether ``info`` is
 logged. :func:`info_direct` writes through it."""
 _UTC = datetime.UTC
-_STANDARD_KEYS = frozenset({"event", "level", "timestamp"})
+STANDARD_KEYS = frozenset({"event", "level", "timestamp", "request_id", "method"})
+"""The keys every line has or the request's context adds: the gateway's own, and never an object."""
 _second: tuple[int, str] = (-1, "")  # the last second written, and its text
 
 
@@ -168,7 +169,8 @@ def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] = fr
     structlog's own context variables, which the gateway does not use, are left to the chain. False
     (nothing logged) when the log is not our JSON lines (a
     terminal, a test's capture): the caller logs the ordinary way then. ``trusted``: fields whose values
-    the caller made and that hold no secret (redaction skips them: the audit's fixed keys)."""
+    the caller made and that hold no secret (redaction skips them: the audit's fixed keys, with
+    ``STANDARD_KEYS``)."""
     direct = _direct
     if direct is None or structlog.get_config()["processors"] is not direct[0]:
         return False
@@ -178,7 +180,7 @@ def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] = fr
     merge_request_context(None, "info", line)
     line["level"] = "info"
     line["timestamp"] = iso_utc(time.time_ns())
-    direct[1].msg(json_line(_redact(line, trusted | _STANDARD_KEYS)))
+    direct[1].msg(json_line(_redact(line, trusted)))
     return True
 
 
