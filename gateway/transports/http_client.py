@@ -164,7 +164,8 @@ class _HttpStream:
         or the body could not be written): that one is tried once more, on a fresh connection (aiohttp
         retries only idempotent methods by itself). A 401 to the
         gateway's own token is tried once more with a fresh token."""
-        headers = await self._authorized(headers)
+        if self._token is not None:
+            headers = await self._authorized(headers)
         try:
             response = await self._client.post(self._url, data=frame, headers=headers)
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):  # closed under us: nothing was answered
@@ -300,12 +301,20 @@ class StreamableHttpStream(_HttpStream):
         self._end(f"no longer knows our session (HTTP {status})")
 
     async def _read_body(self, response: aiohttp.ClientResponse) -> bytes:
-        body = bytearray()
-        async for chunk in response.content.iter_any():
-            body += chunk
-            if len(body) > self._max:
+        """The body, within the message bound: read whole where its declared length is within it (the
+        usual answer), else as it comes, given up on once it passes the bound."""
+        declared = response.content_length
+        if declared is not None and declared <= self._max:
+            body = await response.read()
+            if len(body) > self._max:  # (more than declared: aiohttp reads what the length says)
                 raise _TooLarge(f"the answer is over the message size limit ({self._max} bytes)")
-        return bytes(body)
+            return body
+        arriving = bytearray()
+        async for chunk in response.content.iter_any():
+            arriving += chunk
+            if len(arriving) > self._max:
+                raise _TooLarge(f"the answer is over the message size limit ({self._max} bytes)")
+        return bytes(arriving)
 
     async def _read_stream(self, source: EventSource, request_id: Any) -> None:
         """Relay a POST's SSE stream; if it ends before our answer, resume it with GET + Last-Event-ID."""
