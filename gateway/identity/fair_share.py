@@ -5,7 +5,6 @@ requests and its streams each in one of these.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Hashable
 
 
@@ -16,7 +15,7 @@ class FairShare:
     def __init__(self, total: int, per_identity: int | None) -> None:
         self.total = total
         self.per_identity = per_identity
-        self.held: Counter[Hashable] = Counter()
+        self.held: dict[Hashable, int] = {}  # (a plain dict: Counter's __missing__ is a call per request)
         self._count = 0
 
     def __len__(self) -> int:
@@ -24,21 +23,23 @@ class FairShare:
 
     def refusal(self, identity: Hashable) -> str | None:
         """Why one more for ``identity`` would be over a bound, or None when there is room."""
-        if self.per_identity is not None and self.held[identity] >= self.per_identity:
+        if self.per_identity is not None and self.held.get(identity, 0) >= self.per_identity:
             return f"this identity holds {self.per_identity}, its share"
         if self._count >= self.total:
             return f"{self.total} are held in all"
         return None
 
     def acquire(self, identity: Hashable) -> None:
-        self.held[identity] += 1
+        self.held[identity] = self.held.get(identity, 0) + 1
         self._count += 1
 
     def release(self, identity: Hashable) -> None:
         self._count -= 1
-        self.held[identity] -= 1
-        if self.held[identity] <= 0:
-            del self.held[identity]
+        held = self.held.get(identity, 0) - 1
+        if held > 0:
+            self.held[identity] = held
+        else:
+            self.held.pop(identity, None)
 
     def largest_holder(self) -> Hashable | None:
         """The identity holding the most (where room is made first when the total is reached)."""

@@ -255,7 +255,7 @@ class SessionStore:
         its share, else the largest holder's. A session nobody has used for longest goes first, and one
         identity's sessions never push out another's below the share."""
         share = self._session_share
-        at_share = share.per_identity is not None and share.held[principal] >= share.per_identity
+        at_share = share.per_identity is not None and share.held.get(principal, 0) >= share.per_identity
         owner = principal if at_share else share.largest_holder()
         idle = [s for s in self.sessions.values() if s.principal == owner and not s.streams and not len(s.inbound)]
         if idle:
