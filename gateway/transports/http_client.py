@@ -37,6 +37,7 @@ from gateway.protocol.versions import is_modern
 from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES, HTTP_STATUS_DATA_KEY
 from gateway.transports.client_credentials import TokenUnavailable, UpstreamToken
 from gateway.transports.http_options import HTTP_ERRORS, HttpOptions, describe, upstream_session
+from gateway.transports.sse_bodies import events_of
 
 log = structlog.get_logger("gateway.transports.http")
 
@@ -52,22 +53,6 @@ class HttpTransportError(Exception):
 
 class _TooLarge(Exception):
     """An answer over the message size limit: the request fails, the connection is dropped."""
-
-
-def events_of(response: aiohttp.ClientResponse) -> EventSource:
-    """An SSE body's events, parsed by httpx-sse. It reads bodies through httpx's response model, so the
-    aiohttp body is handed to it as one (no request is made by httpx)."""
-    headers = [(name, value) for name, value in response.headers.items()]
-    return EventSource(httpx.Response(response.status, headers=headers, stream=_Body(response.content)))
-
-
-class _Body(httpx.AsyncByteStream):
-    def __init__(self, content: aiohttp.StreamReader) -> None:
-        self._content = content
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._content.iter_any():
-            yield chunk
 
 
 def _request_id(frame: bytes) -> Any:

@@ -22,9 +22,9 @@ from gateway.transports.http_client import (
     _request_id,
     _status_problem,
     _with_token,
-    events_of,
 )
 from gateway.transports.http_options import HTTP_ERRORS, HttpOptions, describe, upstream_session
+from gateway.transports.sse_bodies import events_of
 
 
 class LegacySseStream(_HttpStream):
