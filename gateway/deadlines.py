@@ -71,12 +71,6 @@ class Deadlines:
         if pending is not None:
             pending.pop(key, None)
 
-    def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._by_timeout.clear()
-
     def _arm(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
         if self._timer is not None:
             self._timer.cancel()

@@ -167,10 +167,9 @@ def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] = fr
     going through structlog's logger and chain: the audit logs one per ``prompts/get``, and the chain's
     own work was most of that line's cost. Of the context, the request's is merged (``bind_request``):
     structlog's own context variables, which the gateway does not use, are left to the chain. False
-    (nothing logged) when the log is not our JSON lines (a
-    terminal, a test's capture): the caller logs the ordinary way then. ``trusted``: fields whose values
-    the caller made and that hold no secret (redaction skips them: the audit's fixed keys, with
-    ``STANDARD_KEYS``)."""
+    (nothing logged) when the log is not our JSON lines (a terminal, a test's capture): the caller logs
+    the ordinary way then. ``trusted``: fields whose values the caller made and that hold no secret
+    (redaction skips them: the audit's fixed keys, with ``STANDARD_KEYS``)."""
     direct = _direct
     if direct is None or structlog.get_config()["processors"] is not direct[0]:
         return False

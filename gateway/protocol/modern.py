@@ -193,9 +193,14 @@ def without_envelope(params: Mapping[str, Any] | None) -> dict[str, Any] | None:
     meta = params.get("_meta")
     if not isinstance(meta, Mapping) or not any(key.startswith(RESERVED_PREFIX) for key in meta):
         return dict(params)
-    kept = {key: value for key, value in meta.items() if not key.startswith(RESERVED_PREFIX)}
+    kept = _unreserved(meta)
     rest = {key: value for key, value in params.items() if key != "_meta"}
     return {**rest, "_meta": kept} if kept else rest
+
+
+def _unreserved(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """``_meta`` without the keys reserved for the envelope (progress token, trace context stay)."""
+    return {key: value for key, value in meta.items() if not key.startswith(RESERVED_PREFIX)}
 
 
 def with_envelope(params: Mapping[str, Any] | None, *, version: str, client_info: Mapping[str, Any]) -> dict[str, Any]:
@@ -206,10 +211,10 @@ def with_envelope(params: Mapping[str, Any] | None, *, version: str, client_info
         meta = {}
     capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
     outgoing = {key: value for key, value in params.items() if key != "_meta"} if params is not None else {}
-    outgoing["_meta"] = {key: value for key, value in meta.items() if not key.startswith(RESERVED_PREFIX)}
-    outgoing["_meta"].update({
+    outgoing["_meta"] = {
+        **_unreserved(meta),
         PROTOCOL_VERSION_KEY: version,
         CLIENT_CAPABILITIES_KEY: dict(capabilities) if isinstance(capabilities, Mapping) else {},
         CLIENT_INFO_KEY: dict(client_info),
-    })  # fmt: skip
+    }
     return outgoing

@@ -286,20 +286,12 @@ class StreamableHttpStream(_HttpStream):
         self._end(f"no longer knows our session (HTTP {status})")
 
     async def _read_body(self, response: aiohttp.ClientResponse) -> bytes:
-        """The body, within the message bound: read whole where its declared length is within it (the
-        usual answer), else as it comes, given up on once it passes the bound."""
-        declared = response.content_length
-        if declared is not None and declared <= self._max:
-            body = await response.read()
-            if len(body) > self._max:  # (more than declared: aiohttp reads what the length says)
-                raise _TooLarge(f"the answer is over the message size limit ({self._max} bytes)")
-            return body
-        arriving = bytearray()
+        body = bytearray()
         async for chunk in response.content.iter_any():
-            arriving += chunk
-            if len(arriving) > self._max:
+            body += chunk
+            if len(body) > self._max:
                 raise _TooLarge(f"the answer is over the message size limit ({self._max} bytes)")
-        return bytes(arriving)
+        return bytes(body)
 
     async def _read_stream(self, source: EventSource, request_id: Any) -> None:
         """Relay a POST's SSE stream; if it ends before our answer, resume it with GET + Last-Event-ID."""

@@ -5,13 +5,11 @@ ends past its bound. On both event loops."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 import anyio
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -20,6 +18,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.frontend.http import connection_guard
 from gateway.frontend.http.connection_guard import ConnectionBounds, guarded
+from tests.transports.uvicorn_server import serving
 
 pytestmark = pytest.mark.anyio
 
@@ -60,22 +59,9 @@ BOUNDS = ConnectionBounds(
 )
 
 
-@asynccontextmanager
-async def _serving(app: Starlette, bounds: ConnectionBounds = BOUNDS) -> AsyncIterator[int]:
+def _serving(app: Starlette, bounds: ConnectionBounds = BOUNDS) -> AbstractAsyncContextManager[int]:
     """uvicorn behind the guard on a free loopback port, serving ``app`` until the block ends."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(app, http=guarded(HttpToolsProtocol, bounds), log_config=None, lifespan="off")
-    server = uvicorn.Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: server.serve(sockets=[sock]))
-        with anyio.fail_after(10):
-            while not server.started:
-                await anyio.sleep(0.01)
-        try:
-            yield sock.getsockname()[1]
-        finally:
-            server.should_exit = True
+    return serving(app, http=guarded(HttpToolsProtocol, bounds))
 
 
 async def _send_until_refused(stream: anyio.abc.SocketStream, total: int) -> int:

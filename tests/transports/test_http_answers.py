@@ -4,13 +4,11 @@ whole) or streams it in chunks (read as it comes, given up on once past the boun
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -18,6 +16,7 @@ from starlette.routing import Route
 
 from gateway.transports.http_client import open_streamable_http
 from gateway.transports.http_options import HttpOptions
+from tests.transports.uvicorn_server import serving
 
 pytestmark = pytest.mark.anyio
 LIMIT = 4096
@@ -45,21 +44,9 @@ async def _chunked(request: Request) -> StreamingResponse:
 
 @asynccontextmanager
 async def _serving() -> AsyncIterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    app = Starlette(
-        routes=[Route("/declared", _declared, methods=["POST"]), Route("/chunked", _chunked, methods=["POST"])]
-    )
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="off"))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: server.serve(sockets=[sock]))
-        with anyio.fail_after(10):
-            while not server.started:
-                await anyio.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-        finally:
-            server.should_exit = True
+    routes = [Route("/declared", _declared, methods=["POST"]), Route("/chunked", _chunked, methods=["POST"])]
+    async with serving(Starlette(routes=routes)) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.mark.parametrize("path", ["/declared", "/chunked"])
