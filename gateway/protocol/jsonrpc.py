@@ -139,17 +139,19 @@ _SUSPECT_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]|NaN|Infinity|[0-9
 """What every lone surrogate or non-finite number in a text frame must show (an escape, a surrogate, a
 constant), and every integer orjson would not read exactly (past 64 bits: it reads those as floats,
 silently): a frame that shows one is read by the standard library, which keeps them as they are."""
-_LONG_INTEGER = re.compile(rb"[0-9]{19}")
-_DIGITS = b"0123456789"
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x2E for byte in range(256))
+_LONG_RUN = b"0" * 19
 
 
 def long_integer_in(data: bytes) -> bool:
     """Whether a frame's bytes may hold an integer past 64 bits (a run of 19 digits), which orjson would
     read as a float without a word. Everything else the standard library keeps and orjson cannot (a lone
     surrogate, as an escape or as CESU-8 bytes; ``NaN``, ``Infinity``, a number past the float range)
-    orjson refuses, so it needs no screen: the refusal sends the frame to the standard library. The
-    digits are counted in C first (the regex alone tried every position of every frame)."""
-    return len(data) - len(data.translate(None, _DIGITS)) >= 19 and _LONG_INTEGER.search(data) is not None
+    orjson refuses, so it needs no screen: the refusal sends the frame to the standard library. Every
+    digit is mapped to ``0`` and every other byte to ``.`` (one table lookup a byte), and the run is
+    found by the substring search: ``re``'s ``[0-9]{19}`` counted forward from every digit, which cost
+    more than reading the frame."""
+    return _LONG_RUN in data.translate(_DIGITS_AS_ZEROS)
 
 
 def _key(key: str) -> str:

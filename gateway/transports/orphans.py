@@ -46,6 +46,9 @@ tags: set[str] = set()
 """The tags of the children started, until their stop is over."""
 killing = False
 """Set by ``kill_all``: stops still under way skip their waits and SIGTERM, and go straight to SIGKILL."""
+started_any = False
+"""Whether the gateway has started a child at all: until it has, it has no descendants, so nothing can be
+adopted, and reaping (a scan of the whole process table) has nothing to find."""
 
 
 def new_tag() -> str:
@@ -124,6 +127,8 @@ def _adopted() -> list[psutil.Process]:
 
 async def end_adopted(grace_s: float) -> None:
     """At shutdown: end the orphans the gateway adopted as a subreaper (what no tag found)."""
+    if not started_any:
+        return
     processes = await anyio.to_thread.run_sync(_adopted)
     if processes:
         log.info("orphans_ended", count=len(processes), pids=[p.pid for p in processes][:16])
@@ -132,10 +137,10 @@ async def end_adopted(grace_s: float) -> None:
 
 def reap_adopted() -> None:
     """Collect the exit of adopted orphans that ended by themselves (else they stay zombies)."""
+    if spawning or not started_any:
+        return
     import psutil
 
-    if spawning:
-        return
     for child in _adopted():
         try:
             if child.status() == psutil.STATUS_ZOMBIE:

@@ -48,6 +48,7 @@ async def open_child(
     """Start the child and yield its framed stdin/stdout; stderr lines go to ``on_stderr_line``."""
     tag = orphans.new_tag()
     orphans.spawning += 1
+    orphans.started_any = True
     try:
         process = await anyio.open_process(
             [spec.command, *spec.args],

@@ -241,6 +241,16 @@ def test_the_screen_finds_a_long_integer_at_a_frames_end() -> None:
     assert not long_integer_in(b'{"a":' + b"1" * 18 + b', "b": ' + b"2" * 18 + b"}")  # 36 digits, no run of 19
 
 
+digit_heavy = st.lists(st.sampled_from([b"0", b"9", b"5", b"-", b".", b"a", b"\xd9", b"\xff", b"1" * 18]), max_size=60).map(
+    b"".join
+)
+
+
+@given(digit_heavy | st.binary(max_size=300))
+def test_the_screen_finds_exactly_the_runs_of_19_ascii_digits(data: bytes) -> None:
+    assert long_integer_in(data) == (re.search(rb"[0-9]{19}", data) is not None)
+
+
 def test_a_number_past_the_float_range_is_refused_as_not_finite() -> None:
     """``1e400`` reads as infinity (no pattern named it, so it used to pass unchecked, to fail far away)."""
     with pytest.raises(InvalidParams, match=r"params\.a is not a finite number"):
