@@ -241,9 +241,8 @@ def test_the_screen_finds_a_long_integer_at_a_frames_end() -> None:
     assert not long_integer_in(b'{"a":' + b"1" * 18 + b', "b": ' + b"2" * 18 + b"}")  # 36 digits, no run of 19
 
 
-digit_heavy = st.lists(st.sampled_from([b"0", b"9", b"5", b"-", b".", b"a", b"\xd9", b"\xff", b"1" * 18]), max_size=60).map(
-    b"".join
-)
+digit_pieces = st.sampled_from([b"0", b"9", b"5", b"-", b".", b"a", b"\xd9", b"\xff", b"1" * 18])
+digit_heavy = st.lists(digit_pieces, max_size=60).map(b"".join)
 
 
 @given(digit_heavy | st.binary(max_size=300))
