@@ -39,11 +39,11 @@ from gateway.protocol.errors import GatewayError, InvalidParams, MethodNotFound,
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.models import CompleteParams, GetPromptParams, parse_params
 from gateway.protocol.modern import (
-    PROTOCOL_VERSION_KEY,
     SUBSCRIPTION_ID_KEY,
     Envelope,
     check_version,
     read_envelope,
+    stated_version,
     supported_versions,
 )
 from gateway.rpc import Notify
@@ -206,7 +206,9 @@ class PromptService:
     ) -> dict[str, Any]:
         """A stateless (2026-07-28) request: its envelope says everything, no session is consulted.
         ``envelope``: the request's, when the front end has read it already (it is read once)."""
-        with tracing().server(request, mcp_version=_stated_version(request.params), session_id=None):
+        traced = tracing()
+        version = stated_version(request.params) if traced.enabled else None  # (only a span records it)
+        with traced.server(request, mcp_version=version, session_id=None):
             await self.admit(who, request.method, request.params)
             return await self._modern(request, notify, viewer=viewer, who=who, envelope=envelope)
 
@@ -411,10 +413,3 @@ class PromptService:
         if self._metrics is None or method == "subscriptions/listen":  # a listen's duration is no latency
             return nullcontext()
         return self._metrics.observe(method if method in KNOWN_METHODS else "other")
-
-
-def _stated_version(params: dict[str, Any] | None) -> str | None:
-    """The revision a 2026-07-28 request's envelope states, valid or not (its span records it)."""
-    meta = (params or {}).get("_meta")
-    version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
-    return version[:32] if isinstance(version, str) else None

@@ -27,6 +27,7 @@ from gateway.config import AuditSettings
 from gateway.identity.principal import ANONYMOUS, Identity
 from gateway.observability.logs import STANDARD_KEYS, info_direct, json_text
 from gateway.protocol.errors import SAID_BY_THE_GATEWAY, DigestMismatch, RateLimited, UpstreamRejected
+from gateway.protocol.jsonrpc import JSON_OBJECT
 
 log = structlog.get_logger("gateway.audit")
 
@@ -45,10 +46,10 @@ def arguments_of(method: str, params: Mapping[str, Any] | None) -> dict[str, Any
         found.update(params["arguments"])
     if method == "completion/complete":
         argument = params.get("argument")
-        if isinstance(argument, Mapping) and isinstance(argument.get("name"), str):
+        if isinstance(argument, JSON_OBJECT) and isinstance(argument.get("name"), str):
             found[argument["name"]] = argument.get("value")
         context = params.get("context")
-        if isinstance(context, Mapping) and isinstance(context.get("arguments"), Mapping):
+        if isinstance(context, JSON_OBJECT) and isinstance(context.get("arguments"), Mapping):
             found.update(context["arguments"])
     return {str(k)[:256]: v for k, v in list(found.items())[:MAX_ARGUMENTS]}
 
@@ -56,19 +57,19 @@ def arguments_of(method: str, params: Mapping[str, Any] | None) -> dict[str, Any
 def prompt_of(method: str, params: Any) -> str | None:
     """The prompt a request names (a get's ``name``, a completion's ``ref.name``), whatever shape its
     params have: this reads what a client sent, valid or not (a refused request's body included)."""
-    if not isinstance(params, Mapping) or method in SKILL_READS:
+    if not isinstance(params, JSON_OBJECT) or method in SKILL_READS:
         return None
     if method == "prompts/get":
         name = params.get("name")
     else:
         ref = params.get("ref")
-        name = ref.get("name") if isinstance(ref, Mapping) else None
+        name = ref.get("name") if isinstance(ref, JSON_OBJECT) else None
     return name[:512] if isinstance(name, str) else None
 
 
 def skill_of(method: str, params: Any) -> str | None:
     """The skill URI a skill read names (its ``uri``), whatever shape its params have."""
-    if method not in SKILL_READS or not isinstance(params, Mapping):
+    if method not in SKILL_READS or not isinstance(params, JSON_OBJECT):
         return None
     uri = params.get("uri")
     return uri[:512] if isinstance(uri, str) else None
@@ -106,7 +107,7 @@ def asked_in(body: bytes | None) -> list[tuple[str, str | None]]:
             continue
         method: str = message["method"][:128]
         params = message.get("params")
-        if method == "tools/call" and isinstance(params, Mapping) and params.get("name") == "get_prompt":
+        if method == "tools/call" and isinstance(params, JSON_OBJECT) and params.get("name") == "get_prompt":
             found.append((method, prompt_of("prompts/get", params.get("arguments"))))
         else:
             found.append(

@@ -9,12 +9,17 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import orjson
 
 from gateway.protocol.errors import GatewayError, InvalidParams, InvalidRequest, ParseError
+
+JSON_OBJECT: Final = (dict, Mapping)
+"""For ``isinstance``: a JSON object as decoded (a dict, checked in C first) or any other mapping (the
+ABC's check, a Python call, is reached only for what is no dict)."""
 
 RequestId: TypeAlias = "str | int"
 JSONObject: TypeAlias = "dict[str, Any]"

@@ -28,6 +28,7 @@ from gateway.protocol.errors import (
     InvalidParams,
     UnsupportedVersion,
 )
+from gateway.protocol.jsonrpc import JSON_OBJECT
 from gateway.protocol.versions import MODERN_VERSIONS
 
 RESERVED_PREFIX = "io.modelcontextprotocol/"
@@ -76,14 +77,14 @@ class Envelope(NamedTuple):
 def carries_envelope(params: Mapping[str, Any] | None) -> bool:
     """Whether a request claims to be modern. The version key alone decides, so a half-built envelope
     is judged (and refused with a reason) as modern rather than served as legacy."""
-    meta = params.get("_meta") if isinstance(params, Mapping) else None
-    return isinstance(meta, Mapping) and PROTOCOL_VERSION_KEY in meta
+    meta = params.get("_meta") if isinstance(params, JSON_OBJECT) else None
+    return isinstance(meta, JSON_OBJECT) and PROTOCOL_VERSION_KEY in meta
 
 
 def read_envelope(params: Mapping[str, Any] | None) -> Envelope:
     """The envelope of a request, or InvalidParams naming what is missing or malformed."""
-    meta = params.get("_meta") if isinstance(params, Mapping) else None
-    if not isinstance(meta, Mapping):
+    meta = params.get("_meta") if isinstance(params, JSON_OBJECT) else None
+    if not isinstance(meta, JSON_OBJECT):
         raise InvalidParams(
             f"Invalid params: _meta must be an object carrying {PROTOCOL_VERSION_KEY} and {CLIENT_CAPABILITIES_KEY}"
         )
@@ -93,10 +94,17 @@ def read_envelope(params: Mapping[str, Any] | None) -> Envelope:
         raise InvalidParams(f"Invalid params: _meta is missing {', '.join(missing)}")
     if not isinstance(version, str):
         raise InvalidParams(f"Invalid params: _meta.{PROTOCOL_VERSION_KEY} must be a string")
-    if not isinstance(capabilities, Mapping):
+    if not isinstance(capabilities, JSON_OBJECT):
         raise InvalidParams(f"Invalid params: _meta.{CLIENT_CAPABILITIES_KEY} must be an object")
     info = meta.get(CLIENT_INFO_KEY)
-    return Envelope(version, capabilities, info if isinstance(info, Mapping) else None)
+    return Envelope(version, capabilities, info if isinstance(info, JSON_OBJECT) else None)
+
+
+def stated_version(params: Mapping[str, Any] | None) -> str | None:
+    """The revision a 2026-07-28 request's envelope states, valid or not (its span records it)."""
+    meta = (params or {}).get("_meta")
+    version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, JSON_OBJECT) else None
+    return version[:32] if isinstance(version, str) else None
 
 
 def check_version(envelope: Envelope) -> None:
@@ -149,7 +157,7 @@ def request_headers(method: str, params: Mapping[str, Any] | None, version: str)
     """The headers a modern client sends with a request (the gateway, towards an upstream)."""
     headers = {"MCP-Protocol-Version": version, "Mcp-Method": method}
     field = NAME_BEARING_METHODS.get(method)
-    if field is not None and isinstance(params, Mapping) and isinstance(params.get(field), str):
+    if field is not None and isinstance(params, JSON_OBJECT) and isinstance(params.get(field), str):
         headers["Mcp-Name"] = encode_header_value(params[field])
     return headers
 
@@ -177,7 +185,7 @@ def check_headers(headers: Mapping[str, str], method: str, params: Mapping[str, 
     name = decode_header_value(raw_name)
     if name is None:
         raise HeaderMismatch("Header mismatch: the Mcp-Name header is not a valid header value")
-    body_value = params.get(field) if isinstance(params, Mapping) else None
+    body_value = params.get(field) if isinstance(params, JSON_OBJECT) else None
     if name != body_value:
         raise HeaderMismatch(f"Header mismatch: Mcp-Name header {name!r} does not match params.{field}")
 
@@ -191,7 +199,7 @@ def without_envelope(params: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if params is None:
         return None
     meta = params.get("_meta")
-    if not isinstance(meta, Mapping) or not any(key.startswith(RESERVED_PREFIX) for key in meta):
+    if not isinstance(meta, JSON_OBJECT) or not any(key.startswith(RESERVED_PREFIX) for key in meta):
         return dict(params)
     kept = _unreserved(meta)
     rest = {key: value for key, value in params.items() if key != "_meta"}
@@ -206,15 +214,15 @@ def _unreserved(meta: Mapping[str, Any]) -> dict[str, Any]:
 def with_envelope(params: Mapping[str, Any] | None, *, version: str, client_info: Mapping[str, Any]) -> dict[str, Any]:
     """``params`` as a modern request from the gateway. The client's capabilities (when it is modern)
     travel on, so an upstream's multi round-trip requests reach a client that can answer them."""
-    meta = params.get("_meta") if isinstance(params, Mapping) else None
-    if not isinstance(meta, Mapping):
+    outgoing = dict(params) if params is not None else {}
+    meta = outgoing.pop("_meta", None)
+    if not isinstance(meta, JSON_OBJECT):
         meta = {}
     capabilities = meta.get(CLIENT_CAPABILITIES_KEY)
-    outgoing = {key: value for key, value in params.items() if key != "_meta"} if params is not None else {}
     outgoing["_meta"] = {
         **_unreserved(meta),
         PROTOCOL_VERSION_KEY: version,
-        CLIENT_CAPABILITIES_KEY: dict(capabilities) if isinstance(capabilities, Mapping) else {},
+        CLIENT_CAPABILITIES_KEY: dict(capabilities) if isinstance(capabilities, JSON_OBJECT) else {},
         CLIENT_INFO_KEY: dict(client_info),
     }
     return outgoing

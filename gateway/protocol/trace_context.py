@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.protocol.jsonrpc import JSON_OBJECT
+
 TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 MAX_VALUE_CHARS = {"traceparent": 55, "tracestate": 512, "baggage": 8192}
 """A ``traceparent`` is 55 characters (version 00); W3C bounds ``tracestate`` at 32 members of 256
@@ -25,9 +27,9 @@ def _usable(key: str, value: Any) -> bool:
 def carried(params: Mapping[str, Any] | None) -> dict[str, str]:
     """The trace context a request's ``params._meta`` carries (only usable values): what a SERVER span
     is parented by, and the HTTP headers an outgoing request mirrors it in."""
-    meta = params.get("_meta") if isinstance(params, Mapping) else None
-    if not isinstance(meta, Mapping):
-        return {}
+    meta = params.get("_meta") if isinstance(params, JSON_OBJECT) else None
+    if not isinstance(meta, JSON_OBJECT) or meta.keys().isdisjoint(TRACE_KEYS):
+        return {}  # (most requests carry none: the keys are compared in C, and no ABC check runs for a dict)
     return {key: meta[key] for key in TRACE_KEYS if _usable(key, meta.get(key))}
 
 
@@ -42,5 +44,5 @@ def with_trace(params: dict[str, Any] | None, context: Mapping[str, str]) -> dic
     if not context:
         return params
     meta = params.get("_meta") if params is not None else None
-    kept = {k: v for k, v in meta.items() if k not in TRACE_KEYS} if isinstance(meta, Mapping) else {}
+    kept = {k: v for k, v in meta.items() if k not in TRACE_KEYS} if isinstance(meta, JSON_OBJECT) else {}
     return {**(params or {}), "_meta": {**kept, **context}}

@@ -34,6 +34,7 @@ from gateway.config import ServerSettings
 from gateway.frontend.http.guard import Guard
 from gateway.frontend.http.legacy_sse import LegacySsePath
 from gateway.frontend.http.messages import (
+    JsonAnswer,
     accepts,
     decimal_header,
     headers_of,
@@ -220,8 +221,8 @@ class HttpFrontend(StatelessPath, LegacySsePath):
         if not answers:
             return Response(status_code=202)
         if isinstance(message, Batch):
-            return Response(dumps(answers), media_type="application/json")
-        return Response(dumps(answers[0]), media_type="application/json")
+            return JsonAnswer(dumps(answers))
+        return JsonAnswer(dumps(answers[0]))
 
     async def _initialize(self, message: Request, principal: Identity | None) -> Response:
         session = self.store.new_session(principal, legacy=False)
@@ -246,7 +247,7 @@ class HttpFrontend(StatelessPath, LegacySsePath):
         self.store.sessions[sealed] = session
         await self.store.share_activity(session)
         log.info("session_started", session=session.id[:8], principal=key_of(principal))
-        return Response(dumps(answers[0]), media_type="application/json", headers={"Mcp-Session-Id": session.id})
+        return JsonAnswer(dumps(answers[0]), headers={"Mcp-Session-Id": session.id})
 
     async def _get(self, request: HttpRequest, session: HttpSession) -> Response:
         if session.legacy:
