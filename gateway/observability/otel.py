@@ -196,12 +196,14 @@ class OpenTelemetryTracing:
         in_meta = carried(request.params)
         over_http = dict(arrival.http_trace) if arrival is not None else {}
         parent = _PROPAGATOR.extract(in_meta or over_http)  # its baggage too: what the CLIENT spans pass on
+        dropped = self._dropped(parent)
+        if dropped is not None and self._server_duration is _NOT_READ:  # no span, no metric: nothing to name
+            return DroppedServer(dropped, _NOT_READ, {}, failed_metric)
         name, named = _target_attributes(request.method, request.params)
         metric: dict[str, str | int] = dict(named)
         if mcp_version is not None:
             metric["mcp.protocol.version"] = mcp_version
         metric.update(_network_attributes(arrival))
-        dropped = self._dropped(parent)
         if dropped is not None:
             return DroppedServer(dropped, self._server_duration, metric, failed_metric)
         links = []
@@ -244,6 +246,9 @@ class OpenTelemetryTracing:
     def client(
         self, method: str, params: dict[str, Any] | None, *, to: Destination, mcp_version: str | None
     ) -> AbstractContextManager[ClientSpan]:
+        dropped = DROPPED.get()
+        if dropped is not None and self._client_duration is _NOT_READ:  # no span, no metric: nothing to name
+            return DroppedClient(dropped, _NOT_READ, {}, ids=self._ids, on_error=failed_metric)
         _, attributes = _target_attributes(method, params)
         metric: dict[str, str | int] = dict(attributes)
         metric["network.transport"] = to.transport
@@ -257,7 +262,6 @@ class OpenTelemetryTracing:
                 metric["server.port"] = to.port
         if mcp_version is not None:
             metric["mcp.protocol.version"] = mcp_version
-        dropped = DROPPED.get()
         if dropped is not None:
             return DroppedClient(dropped, self._client_duration, metric, ids=self._ids, on_error=failed_metric)
         name = _target_attributes(method, params)[0]

@@ -127,11 +127,15 @@ def install(implementation: Tracing) -> None:
     _installed[0] = implementation
 
 
+_TRACE_HEADERS = tuple((key.encode(), key) for key in TRACE_KEYS)
+
+
 def arrival_over_http(scope: Mapping[str, Any]) -> Arrival:
     """How an HTTP request came in, from its ASGI scope (its trace headers among the rest)."""
     client = scope.get("client")
-    wanted = {key.encode(): key for key in TRACE_KEYS}
-    headers = {wanted[name]: value.decode("latin-1") for name, value in scope["headers"] if name in wanted}
+    raw = scope["headers"]
+    given = dict(reversed(raw if isinstance(raw, (list, tuple)) else list(raw)))  # in C; the first one wins
+    headers = {key: given[name].decode("latin-1") for name, key in _TRACE_HEADERS if name in given}
     return Arrival(
         "tcp",
         "http",

@@ -35,7 +35,7 @@ def carried(params: Mapping[str, Any] | None) -> dict[str, str]:
 
 def from_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The trace context of an HTTP request's headers (lower-case names, as ASGI gives them)."""
-    return {key: headers[key] for key in TRACE_KEYS if _usable(key, headers.get(key))}
+    return {key: headers[key] for key in TRACE_KEYS if key in headers and _usable(key, headers[key])}
 
 
 def with_trace(params: dict[str, Any] | None, context: Mapping[str, str]) -> dict[str, Any] | None:
