@@ -274,8 +274,8 @@ class PromptService:
         """The result of a method both eras share, in the newest shape (``for_client`` adapts it). What
         reads the catalog first waits for upstreams still starting (bounded); discovery, like
         ``initialize``, answers at once."""
-        if method != "server/discover":
-            await self.warm_up()
+        if method != "server/discover" and self._warm_up is not None:
+            await self._warm_up()
         catalog = self._catalog()
         audited: AbstractContextManager[None] = nullcontext()
         parsed: GetPromptParams | CompleteParams | None = None
@@ -287,7 +287,8 @@ class PromptService:
             except InvalidParams as exc:
                 self._audit.invalid(who, method, params, exc.message)
                 raise
-            audited = self._audit.request(who, method, params, catalog.upstream_of(prompt_of(method, params)))
+            prompt = prompt_of(method, params)
+            audited = self._audit.request(who, method, params, catalog.upstream_of(prompt), prompt=prompt)
         with audited:
             if method == "server/discover":
                 return {

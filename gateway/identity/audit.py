@@ -82,6 +82,13 @@ def _named(method: str, params: Any) -> dict[str, str | None]:
     return {"prompt": prompt_of(method, params) if method in AUDITED else None}
 
 
+class _Unread:
+    """Not read by the caller (``AuditTrail.request`` reads it then)."""
+
+
+_UNREAD = _Unread()
+
+
 OWN_KEYS = frozenset({
     "who", "method", "prompt", "skill", "upstream", "arguments", "outcome", "code", "reason", "duration_ms",
     "status", "limit", "retry_after_ms", "more_in_batch",
@@ -167,15 +174,23 @@ class AuditTrail:
         await self._waiting.wait()
 
     def request(
-        self, who: Identity | None, method: str, params: Mapping[str, Any] | None, upstream: str | None
+        self,
+        who: Identity | None,
+        method: str,
+        params: Mapping[str, Any] | None,
+        upstream: str | None,
+        *,
+        prompt: str | _Unread | None = _UNREAD,
     ) -> AuditedRequest:
         """Around a request: its event once it has an outcome (an error's code, or ``ok``). ``params``
-        have been validated (a request whose params are invalid is recorded by :meth:`invalid`)."""
+        have been validated (a request whose params are invalid is recorded by :meth:`invalid`).
+        ``prompt``: what ``prompt_of`` read of them, when the caller has read it already."""
         arguments = arguments_of(method, params)
+        named = _named(method, params) if isinstance(prompt, _Unread) else {"prompt": prompt}
         event: dict[str, Any] = {
             "who": (who or ANONYMOUS).described(),
             "method": method,
-            **_named(method, params),
+            **named,
             "upstream": upstream,
             "arguments": sorted(arguments),
         }
