@@ -84,7 +84,8 @@ def _from_object(obj: Any, suspect: bool) -> Message:
         raise InvalidRequest("Invalid Request: a message must be a JSON object")
     raw_id = obj.get("id")
     kind = type(raw_id)
-    request_id = raw_id if kind is int or kind is str or (kind is not bool and _valid_id(raw_id)) else None
+    valid = kind is int or kind is str or (kind is not bool and _valid_id(raw_id))
+    request_id: RequestId | None = raw_id if valid else None
     if suspect:
         problem = unrepresentable(obj)
         if problem is not None:
