@@ -42,7 +42,7 @@ from gateway.catalog.mounts import (
     _SingleFlight,
 )
 from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
-from gateway.catalog.routing import Routing, _check_result_type, _validate
+from gateway.catalog.routing import MAX_DECIDED, Routing, _check_result_type, _validate
 from gateway.catalog.skills import SkillCatalog
 from gateway.protocol.control_chars import escaped, has_control_chars
 from gateway.protocol.errors import (
@@ -90,6 +90,7 @@ class Catalog(Listing, Routing):
         self._by_namespace = {m.namespace: i for i, m in enumerate(self.mounts)}
         self._flights = _SingleFlight()
         self._decided = {}
+        self._upstream_by_name: dict[str, str | None] = {}  # upstream_of's answers (its inputs never change)
         # Collisions are possible only where an unprefixed mount or a rename shares the name space with
         # others: a mount may lose a name to an earlier one only at or after the first such mount.
         self._first_shared = next((i for i, m in enumerate(self.mounts) if not m.prefix or m.renames), len(self.mounts))
@@ -191,10 +192,15 @@ class Catalog(Listing, Routing):
         """The namespace a public prompt name is served from, as far as its name says (for the audit)."""
         if public is None:
             return None
-        for mount in self.mounts:
-            if (mount.prefix or mount.renames) and mount.local_name(public) is not None:
-                return mount.namespace
-        return None
+        if public in self._upstream_by_name:
+            return self._upstream_by_name[public]
+        found = next(
+            (m.namespace for m in self.mounts if (m.prefix or m.renames) and m.local_name(public) is not None), None
+        )
+        if len(self._upstream_by_name) >= MAX_DECIDED:  # (names are the clients': kept within a bound)
+            self._upstream_by_name.clear()
+        self._upstream_by_name[public] = found
+        return found
 
     def shows_any(self, namespaces: frozenset[str], viewer: Viewer | None) -> bool:
         """Whether ``viewer`` may see something of any of these upstreams (a list_changed is for it)."""

@@ -25,10 +25,10 @@ from gateway.protocol.errors import (
     UpstreamUnsupported,
 )
 from gateway.protocol.models import (
+    GET_PROMPT_RESULT,
     CompleteParams,
     CompleteResult,
     GetPromptParams,
-    GetPromptResult,
     InputRequiredResult,
     PromptRef,
     describe,
@@ -150,7 +150,12 @@ class Routing(CatalogState):
                 )
             _validate(mount, InputRequiredResult, raw, "input_required result")
             return raw
-        _validate(mount, GetPromptResult, raw, "prompts/get result")
+        try:
+            GET_PROMPT_RESULT.validate_python(raw)
+        except ValidationError as exc:
+            raise UpstreamProtocolError(
+                mount.namespace, f"sent an invalid prompts/get result: {describe(exc)}"
+            ) from exc
         return overrides.rendered(raw, override)
 
     async def complete(

@@ -484,3 +484,51 @@ async def test_a_kept_routing_decision_holds_only_while_its_listing_and_upstream
     docs.prompts[:] = [{"name": "draft"}]  # listed no more
     cat.invalidate("docs")
     assert await _outcome(cat, "docs__howto") == (-32602, "Unknown prompt: NAME")
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ({"text": "no type"}, "messages.0.content.type: Field required"),  # was a TypeError, not this error
+        ({"type": 7}, "messages.0.content.type: Input should be a valid string"),
+        ({"type": "text"}, "messages.0.content.text: Field required"),
+        ({"type": "resource", "resource": {"uri": "a"}}, "messages.0.content.resource.TextResourceContents.text"),
+        ("hello", "messages.0.content: Input should be a valid dictionary"),
+    ],
+)
+async def test_an_invalid_content_block_is_the_upstreams_error_naming_the_field(content: Any, said: str) -> None:
+    class Answers(FakePromptSource):
+        async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+            if method == "prompts/list":
+                return {"prompts": [{"name": "x"}]}
+            return {"messages": [{"role": "user", "content": content}]}
+
+    with pytest.raises(UpstreamProtocolError, match="sent an invalid prompts/get result") as info:
+        await catalog(Answers("g")).get_prompt({"name": "g__x"})
+    assert said in info.value.message
+
+
+async def test_content_of_a_future_type_is_relayed_as_it_came() -> None:
+    block = {"type": "hologram", "frames": [1, 2], "_meta": {"x": 1}}
+
+    class Answers(FakePromptSource):
+        async def request(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+            if method == "prompts/list":
+                return {"prompts": [{"name": "x"}]}
+            return {"messages": [{"role": "assistant", "content": block}], "extra": True}
+
+    result = await catalog(Answers("g")).get_prompt({"name": "g__x"})
+    assert result["messages"][0]["content"] is block
+    assert result["extra"] is True
+
+
+def test_the_upstream_a_name_belongs_to_is_kept_within_a_bound() -> None:
+    from gateway.catalog.routing import MAX_DECIDED
+
+    cat = catalog(FakePromptSource.numbered("a", 1), FakePromptSource.numbered("b", 1))
+    assert cat.upstream_of("b__x") == "b"
+    assert cat.upstream_of("c__x") is None
+    for n in range(MAX_DECIDED + 10):  # names are what clients send: as many as they like
+        assert cat.upstream_of(f"a__{n}") == "a"
+    assert len(cat._upstream_by_name) <= MAX_DECIDED
+    assert cat.upstream_of("b__x") == "b"
