@@ -161,7 +161,7 @@ def iso_utc(time_ns: int) -> str:
     return f"{prefix}.{micro:06d}Z" if micro else f"{prefix}Z"
 
 
-def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] = frozenset()) -> bool:
+def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] | None = frozenset()) -> bool:
     """Log one ``info`` event as the processor chain would render it (the same keys in the same order: the
     fields, ``event``, the bound context variables, ``level``, ``timestamp``; secrets redacted), without
     going through structlog's logger and chain: the audit logs one per ``prompts/get``, and the chain's
@@ -169,17 +169,21 @@ def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] = fr
     structlog's own context variables, which the gateway does not use, are left to the chain. False
     (nothing logged) when the log is not our JSON lines (a terminal, a test's capture): the caller logs
     the ordinary way then. ``trusted``: fields whose values the caller made and that hold no secret
-    (redaction skips them: the audit's fixed keys, with ``STANDARD_KEYS``)."""
+    (redaction skips them: the audit's fixed keys, with ``STANDARD_KEYS``); None when every field is.
+    The line is made in ``fields`` (the caller gives it up: its keys come first, as in the chain's)."""
     direct = _direct
     if direct is None or structlog.get_config()["processors"] is not direct[0]:
         return False
     if not direct[2]:
         return True  # filtered out, as the chain's logger would
-    line = {**fields, "event": event}
-    merge_request_context(None, "info", line)
-    line["level"] = "info"
-    line["timestamp"] = iso_utc(time.time_ns())
-    direct[1].msg(json_line(_redact(line, trusted)))
+    fields["event"] = event
+    bound = REQUEST_CONTEXT.get()
+    if bound is not None:  # (merge_request_context, inline)
+        for key, value in bound.items():
+            fields.setdefault(key, value)
+    fields["level"] = "info"
+    fields["timestamp"] = iso_utc(time.time_ns())
+    direct[1].msg(json_line(fields if trusted is None else _redact(fields, trusted)))
     return True
 
 
