@@ -409,5 +409,5 @@ async def _reap_orphans() -> None:
     """Adopted orphans that exit by themselves are collected (a subreaper's zombies are its own)."""
     while True:
         await anyio.sleep(ORPHAN_REAP_S)
-        if orphans.started_any:  # (no child started, no descendant to adopt: no worker thread either)
+        if orphans.may_have_adopted():  # (else nothing to reap: no worker thread either)
             await anyio.to_thread.run_sync(orphans.reap_adopted)

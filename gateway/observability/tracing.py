@@ -133,8 +133,7 @@ _TRACE_HEADERS = tuple((key.encode(), key) for key in TRACE_KEYS)
 def arrival_over_http(scope: Mapping[str, Any]) -> Arrival:
     """How an HTTP request came in, from its ASGI scope (its trace headers among the rest)."""
     client = scope.get("client")
-    raw = scope["headers"]
-    given = dict(reversed(raw if isinstance(raw, (list, tuple)) else list(raw)))  # in C; the first one wins
+    given = dict(scope["headers"])  # in C; of a repeated header the last one wins, as it always has here
     headers = {key: given[name].decode("latin-1") for name, key in _TRACE_HEADERS if name in given}
     return Arrival(
         "tcp",

@@ -169,6 +169,9 @@ class FutureContent(TypedDict):
 _KNOWN_CONTENT = ("text", "image", "audio", "resource", "resource_link")
 
 
+_KIND_TAGS = frozenset(_KIND_TAG + kind for kind in (*_KNOWN_CONTENT, "future"))
+
+
 def _content_kind(block: Any) -> str:
     kind = block.get("type") if isinstance(block, dict) else None
     return _KIND_TAG + (kind if kind in _KNOWN_CONTENT else "future")
@@ -234,7 +237,12 @@ def describe(exc: ValidationError, root: str = "") -> str:
     (``params.arguments.city`` with ``root="params"``)."""
     parts = []
     for error in exc.errors(include_url=False)[:5]:
-        shown = [str(p) for p in error["loc"] if not str(p).startswith(("function-", _KIND_TAG))]
+        loc = error["loc"]
+        shown = [
+            str(p)
+            for i, p in enumerate(loc)
+            if not str(p).startswith("function-") and not (p in _KIND_TAGS and i and loc[i - 1] == "content")
+        ]
         path = ".".join([root] * bool(root) + shown)
         parts.append(f"{path or '(root)'}: {error['msg']}")
     return "; ".join(parts)

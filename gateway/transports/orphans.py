@@ -47,8 +47,15 @@ tags: set[str] = set()
 killing = False
 """Set by ``kill_all``: stops still under way skip their waits and SIGTERM, and go straight to SIGKILL."""
 started_any = False
-"""Whether the gateway has started a child at all: until it has, it has no descendants, so nothing can be
-adopted, and reaping (a scan of the whole process table) has nothing to find."""
+"""Whether the gateway has started a child at all (see ``may_have_adopted``)."""
+
+
+def may_have_adopted() -> bool:
+    """Whether an orphan can have been reparented to the gateway: once it has started a child (its
+    descendants' orphans come to it as subreaper), or from the start when it is PID 1, the init of a
+    container run without one of its own, to which every orphan in the container comes. Otherwise
+    reaping (a scan of the whole process table) has nothing to find."""
+    return started_any or os.getpid() == 1
 
 
 def new_tag() -> str:
@@ -127,7 +134,7 @@ def _adopted() -> list[psutil.Process]:
 
 async def end_adopted(grace_s: float) -> None:
     """At shutdown: end the orphans the gateway adopted as a subreaper (what no tag found)."""
-    if not started_any:
+    if not may_have_adopted():
         return
     processes = await anyio.to_thread.run_sync(_adopted)
     if processes:
@@ -137,7 +144,7 @@ async def end_adopted(grace_s: float) -> None:
 
 def reap_adopted() -> None:
     """Collect the exit of adopted orphans that ended by themselves (else they stay zombies)."""
-    if spawning or not started_any:
+    if spawning or not may_have_adopted():
         return
     import psutil
 

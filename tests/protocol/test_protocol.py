@@ -260,3 +260,10 @@ def test_an_integer_past_64_bits_is_relayed_as_sent() -> None:
     request = decode(b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"n":123456789012345678901234567890}}')
     assert isinstance(request, Request)
     assert dumps(request.params) == b'{"n":123456789012345678901234567890}'
+
+
+def test_a_clients_key_that_looks_like_a_content_tag_is_still_named() -> None:
+    from gateway.protocol.models import GetPromptParams, parse_params
+
+    with pytest.raises(InvalidParams, match=r"params\.arguments\.content-type=text: Input should be a valid string"):
+        parse_params(GetPromptParams, {"name": "x", "arguments": {"content-type=text": 1}})

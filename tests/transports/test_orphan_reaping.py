@@ -4,6 +4,7 @@ relayed request of an HTTP-only gateway: psutil's import and a scan of /proc in 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -29,3 +30,14 @@ def test_once_a_child_was_started_reaping_reads_the_table() -> None:
     script = SCRIPT.replace("orphans.reap_adopted()", "orphans.started_any = True\norphans.reap_adopted()")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "True"
+
+
+def test_as_pid_1_it_may_have_adopted_from_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container's init adopts every orphan in the container, child of the gateway's or not: run as
+    PID 1 (the image's entrypoint without an init of its own), the gateway reaps from the start."""
+    from gateway.transports import orphans
+
+    monkeypatch.setattr(orphans, "started_any", False)
+    assert not orphans.may_have_adopted() or os.getpid() == 1
+    monkeypatch.setattr(os, "getpid", lambda: 1)
+    assert orphans.may_have_adopted()

@@ -123,7 +123,10 @@ def sse_response(body: AsyncIterator[bytes], session_id: str | None = None) -> S
 class JsonAnswer(Response):
     """A JSON-RPC answer's bytes as an ``application/json`` response, its header list made directly:
     Starlette's ``Response`` works it out from the media type and a header mapping on every answer
-    (it was a tenth of the stateless path's own work). Sent as any Starlette response is."""
+    (it was a tenth of the stateless path's own work). Sent as any Starlette response is; ``headers``
+    are those besides the two it writes itself."""
+
+    media_type = "application/json"
 
     def __init__(self, body: bytes, status_code: int = 200, headers: Mapping[str, str] | None = None) -> None:
         self.status_code = status_code
