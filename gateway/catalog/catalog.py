@@ -133,7 +133,7 @@ class Catalog(Listing, Routing):
             return Page((), None, None, False, now)
         params = None if cursor is None else {"cursor": cursor}
         raw = await mount.source.request("prompts/list", params)
-        result = _validate(mount, ListPromptsResult, raw, "prompts/list result")
+        result = _validate(mount, ListPromptsResult.model_validate, raw, "prompts/list result")
         if result.nextCursor is not None and len(result.nextCursor) > MAX_UPSTREAM_CURSOR_CHARS:
             raise UpstreamProtocolError(mount.namespace, f"sent a cursor over {MAX_UPSTREAM_CURSOR_CHARS} characters")
         _check_result_type(mount, raw, "prompts/list")

@@ -4,9 +4,10 @@ itself listed and policy lets through, its answer validated before it is relayed
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from gateway.catalog import overrides
 from gateway.catalog.accepted import Accepted, accepted
@@ -38,7 +39,7 @@ from gateway.rpc import Notify
 from gateway.sources.client_requests import Ask
 
 _T = TypeVar("_T")
-_Result = TypeVar("_Result", bound=BaseModel)
+_Checked = TypeVar("_Checked")
 
 
 MAX_DECIDED = 4096
@@ -148,14 +149,9 @@ class Routing(CatalogState):
                     "needs more input from the client to render this prompt (a multi round-trip request), "
                     "which only 2026-07-28 clients can answer",
                 )
-            _validate(mount, InputRequiredResult, raw, "input_required result")
+            _validate(mount, InputRequiredResult.model_validate, raw, "input_required result")
             return raw
-        try:
-            GET_PROMPT_RESULT.validate_python(raw)
-        except ValidationError as exc:
-            raise UpstreamProtocolError(
-                mount.namespace, f"sent an invalid prompts/get result: {describe(exc)}"
-            ) from exc
+        _validate(mount, GET_PROMPT_RESULT.validate_python, raw, "prompts/get result")
         return overrides.rendered(raw, override)
 
     async def complete(
@@ -191,14 +187,15 @@ class Routing(CatalogState):
                 return empty
             raise
         _check_result_type(mount, raw, "completion/complete")
-        _validate(mount, CompleteResult, raw, "completion result")
+        _validate(mount, CompleteResult.model_validate, raw, "completion result")
         return raw
 
 
-def _validate(mount: Mount, model: type[_Result], raw: dict[str, Any], what: str) -> _Result:
-    """The upstream's result checked against ``model``; an invalid one costs only this upstream's request."""
+def _validate(mount: Mount, check: Callable[[dict[str, Any]], _Checked], raw: dict[str, Any], what: str) -> _Checked:
+    """The upstream's result checked (``check``: a model's ``model_validate``, an adapter's
+    ``validate_python``); an invalid one costs only this upstream's request."""
     try:
-        return model.model_validate(raw)
+        return check(raw)
     except ValidationError as exc:
         raise UpstreamProtocolError(mount.namespace, f"sent an invalid {what}: {describe(exc)}") from exc
 
