@@ -177,10 +177,7 @@ def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] | No
     if not direct[2]:
         return True  # filtered out, as the chain's logger would
     fields["event"] = event
-    bound = REQUEST_CONTEXT.get()
-    if bound is not None:  # (merge_request_context, inline)
-        for key, value in bound.items():
-            fields.setdefault(key, value)
+    merge_request_context(None, "info", fields)
     fields["level"] = "info"
     fields["timestamp"] = iso_utc(time.time_ns())
     direct[1].msg(json_line(fields if trusted is None else _redact(fields, trusted)))
