@@ -287,8 +287,7 @@ class PromptService:
             except InvalidParams as exc:
                 self._audit.invalid(who, method, params, exc.message)
                 raise
-            prompt = prompt_of(method, params)
-            audited = self._audit.request(who, method, params, catalog.upstream_of(prompt), prompt=prompt)
+            audited = self._audit.request(who, method, params, catalog.upstream_of(prompt_of(method, params)))
         with audited:
             if method == "server/discover":
                 return {

@@ -42,14 +42,14 @@ def arguments_of(method: str, params: Mapping[str, Any] | None) -> dict[str, Any
     ``arguments``, a completion's ``argument`` and ``context.arguments``."""
     params = params or {}
     found: dict[str, Any] = {}
-    if method == "prompts/get" and isinstance(params.get("arguments"), Mapping):
+    if method == "prompts/get" and isinstance(params.get("arguments"), JSON_OBJECT):
         found.update(params["arguments"])
     if method == "completion/complete":
         argument = params.get("argument")
         if isinstance(argument, JSON_OBJECT) and isinstance(argument.get("name"), str):
             found[argument["name"]] = argument.get("value")
         context = params.get("context")
-        if isinstance(context, JSON_OBJECT) and isinstance(context.get("arguments"), Mapping):
+        if isinstance(context, JSON_OBJECT) and isinstance(context.get("arguments"), JSON_OBJECT):
             found.update(context["arguments"])
     return {str(k)[:256]: v for k, v in list(found.items())[:MAX_ARGUMENTS]}
 
@@ -80,13 +80,6 @@ def _named(method: str, params: Any) -> dict[str, str | None]:
     if method in SKILL_READS:
         return {"prompt": None, "skill": skill_of(method, params)}
     return {"prompt": prompt_of(method, params) if method in AUDITED else None}
-
-
-class _Unread:
-    """Not read by the caller (``AuditTrail.request`` reads it then)."""
-
-
-_UNREAD = _Unread()
 
 
 OWN_KEYS = frozenset({
@@ -175,23 +168,15 @@ class AuditTrail:
         await self._waiting.wait()
 
     def request(
-        self,
-        who: Identity | None,
-        method: str,
-        params: Mapping[str, Any] | None,
-        upstream: str | None,
-        *,
-        prompt: str | _Unread | None = _UNREAD,
+        self, who: Identity | None, method: str, params: Mapping[str, Any] | None, upstream: str | None
     ) -> AuditedRequest:
         """Around a request: its event once it has an outcome (an error's code, or ``ok``). ``params``
-        have been validated (a request whose params are invalid is recorded by :meth:`invalid`).
-        ``prompt``: what ``prompt_of`` read of them, when the caller has read it already."""
+        have been validated (a request whose params are invalid is recorded by :meth:`invalid`)."""
         arguments = arguments_of(method, params)
-        named = _named(method, params) if isinstance(prompt, _Unread) else {"prompt": prompt}
         event: dict[str, Any] = {
             "who": (who or ANONYMOUS).described(),
             "method": method,
-            **named,
+            **_named(method, params),
             "upstream": upstream,
             "arguments": sorted(arguments),
         }
