@@ -83,9 +83,7 @@ def _from_object(obj: Any, suspect: bool) -> Message:
     if not isinstance(obj, dict):
         raise InvalidRequest("Invalid Request: a message must be a JSON object")
     raw_id = obj.get("id")
-    kind = type(raw_id)
-    valid = kind is int or kind is str or (kind is not bool and _valid_id(raw_id))
-    request_id: RequestId | None = raw_id if valid else None
+    request_id: RequestId | None = raw_id if _valid_id(raw_id) else None
     if suspect:
         problem = unrepresentable(obj)
         if problem is not None:
