@@ -40,6 +40,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from gateway.config import TelemetrySettings
 from gateway.observability.failures import failed, failed_metric
 from gateway.observability.tracing import (
+    NO_TRACE,
     RECEIVED_OVER,
     Arrival,
     ClientSpan,
@@ -50,6 +51,7 @@ from gateway.observability.tracing import (
 )
 from gateway.observability.unsampled import (
     DROPPED,
+    NO_PARENT,
     Dropped,
     DroppedClient,
     DroppedServer,
@@ -194,8 +196,9 @@ class OpenTelemetryTracing:
     ) -> AbstractContextManager[None]:
         arrival = RECEIVED_OVER.get()
         in_meta = carried(request.params)
-        over_http = dict(arrival.http_trace) if arrival is not None else {}
-        parent = _PROPAGATOR.extract(in_meta or over_http)  # its baggage too: what the CLIENT spans pass on
+        over_http = arrival.http_trace if arrival is not None else NO_TRACE
+        carrier = in_meta or over_http  # its baggage too: what the CLIENT spans pass on
+        parent = _PROPAGATOR.extract(dict(carrier)) if carrier else NO_PARENT  # (what extract makes of nothing)
         dropped = self._dropped(parent)
         if dropped is not None and self._server_duration is _NOT_READ:  # no span, no metric: nothing to name
             return DroppedServer(dropped, _NOT_READ, {}, failed_metric)
@@ -208,7 +211,7 @@ class OpenTelemetryTracing:
             return DroppedServer(dropped, self._server_duration, metric, failed_metric)
         links = []
         if in_meta and over_http:  # the transport's context, linked (the conventions: MCP's is the parent)
-            ambient = trace.get_current_span(_PROPAGATOR.extract(over_http)).get_span_context()
+            ambient = trace.get_current_span(_PROPAGATOR.extract(dict(over_http))).get_span_context()
             if ambient.is_valid:
                 links.append(Link(ambient))
         attributes: dict[str, str | int] = dict(named)
@@ -233,8 +236,8 @@ class OpenTelemetryTracing:
         None, the trace id it was asked about then being the one the SDK's span takes."""
         if self._sampler is None:
             return None
-        parent_span = trace.get_current_span(parent).get_span_context()
-        remote = parent_span if parent_span.is_valid else None
+        parent_span = trace.get_current_span(parent).get_span_context() if parent is not NO_PARENT else None
+        remote = parent_span if parent_span is not None and parent_span.is_valid else None
         trace_id = remote.trace_id if remote is not None else self._ids.generate_trace_id()
         decision = self._sampler.should_sample(parent, trace_id, "", SpanKind.SERVER)
         if decision.decision is not Decision.DROP:

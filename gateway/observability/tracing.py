@@ -15,23 +15,28 @@ import hashlib
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
 
 from gateway.protocol.jsonrpc import Request, RequestId
 from gateway.protocol.trace_context import TRACE_KEYS, from_headers
 
+NO_TRACE: Mapping[str, str] = MappingProxyType({})
+"""The trace context of a request that carries none."""
 
-@dataclass(frozen=True, slots=True)
-class Arrival:
-    """How a client's request came in, as the conventions record a transport."""
+
+class Arrival(NamedTuple):
+    """How a client's request came in, as the conventions record a transport. A named tuple, not a
+    frozen dataclass: one is made per HTTP request while tracing is on, and a frozen dataclass's
+    ``__init__`` sets each of its six fields through ``object.__setattr__`` (twice the cost)."""
 
     transport: str  # network.transport: "pipe" (stdio) or "tcp"
     protocol: str | None = None  # network.protocol.name: "http"
     protocol_version: str | None = None  # network.protocol.version: "1.1"
     address: str | None = None  # client.address
     port: int | None = None  # client.port
-    http_trace: Mapping[str, str] = field(default_factory=dict)  # the HTTP request's traceparent et al.
+    http_trace: Mapping[str, str] = NO_TRACE  # the HTTP request's traceparent et al.
 
 
 RECEIVED_OVER: ContextVar[Arrival | None] = ContextVar("received_over", default=None)
@@ -141,7 +146,7 @@ def arrival_over_http(scope: Mapping[str, Any]) -> Arrival:
         str(scope.get("http_version", "1.1")),
         address=client[0] if client else None,
         port=client[1] if client else None,
-        http_trace=from_headers(headers),
+        http_trace=from_headers(headers) if headers else NO_TRACE,
     )
 
 

@@ -67,6 +67,11 @@ class Dropped:
 
 
 DROPPED: ContextVar[Dropped | None] = ContextVar("dropped_trace", default=None)
+NO_PARENT = otel_context.Context()
+"""What the propagators extract from a request that carries no trace context (an empty context: no
+parent span, no baggage; immutable, so one serves every such request); also the context a dropped
+request's histograms are recorded in (no sampled span to take an exemplar from, the trace-based
+filter's answer)."""
 
 
 def dropped_flags(parent: SpanContext | None, ids: IdGenerator) -> int:
@@ -99,15 +104,13 @@ class DroppedServer:
                 self._on_error(exc, self._metric, client=False)
                 self._metric.pop("gen_ai.prompt.name", None)  # as for a recorded span: a made-up name makes
                 self._metric.pop("gen_ai.tool.name", None)  # no series
-            self._histogram.record(time.perf_counter() - self._started, self._metric, context=_EMPTY)
+            self._histogram.record(time.perf_counter() - self._started, self._metric, context=NO_PARENT)
         finally:
             if self._token is not None:
                 DROPPED.reset(self._token)
 
 
 _BAGGAGE = W3CBaggagePropagator()
-_EMPTY = otel_context.Context()
-"""A dropped request has no sampled span to take an exemplar from (the trace-based filter's answer)."""
 
 
 class DroppedClient:
@@ -137,7 +140,7 @@ class DroppedClient:
     ) -> None:
         if exc is not None:
             self._on_error(exc, self._metric, client=True)
-        self._histogram.record(time.perf_counter() - self._started, self._metric, context=_EMPTY)
+        self._histogram.record(time.perf_counter() - self._started, self._metric, context=NO_PARENT)
 
     def inject(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
         """What ``TraceContextTextMapPropagator`` and ``W3CBaggagePropagator`` write for the span the SDK
@@ -147,7 +150,8 @@ class DroppedClient:
         carrier = {"traceparent": f"00-{dropped.trace_id:032x}-{span_id:016x}-{dropped.flags:02x}"}
         if dropped.trace_state:
             carrier["tracestate"] = dropped.trace_state.to_header()
-        _BAGGAGE.inject(carrier, dropped.parent)
+        if dropped.parent is not NO_PARENT:  # (nothing came in: no baggage to pass on)
+            _BAGGAGE.inject(carrier, dropped.parent)
         return with_trace(params, carrier)
 
     def sent(self, request_id: RequestId) -> None:
