@@ -111,9 +111,10 @@ def _arrival_attributes(arrival: Arrival | None) -> dict[str, str | int]:
     return attributes
 
 
-def _target_attributes(method: str, params: Mapping[str, Any] | None) -> tuple[str, dict[str, str]]:
+def _target_attributes(method: str, params: Mapping[str, Any] | None) -> tuple[str, dict[str, str | int]]:
+    """The span's name and the attributes naming its target (a new dict: the caller's to fill in)."""
     prompt, tool = target_of(method, params)
-    attributes = {"mcp.method.name": method}
+    attributes: dict[str, str | int] = {"mcp.method.name": method}
     if prompt is not None:
         attributes["gen_ai.prompt.name"] = prompt
     if tool is not None:
@@ -252,8 +253,8 @@ class OpenTelemetryTracing:
         dropped = DROPPED.get()
         if dropped is not None and self._client_duration is _NOT_READ:  # no span, no metric: nothing to name
             return DroppedClient(dropped, _NOT_READ, {}, ids=self._ids, on_error=failed_metric)
-        _, attributes = _target_attributes(method, params)
-        metric: dict[str, str | int] = dict(attributes)
+        name, attributes = _target_attributes(method, params)
+        metric: dict[str, str | int] = attributes
         metric["network.transport"] = to.transport
         if to.transport == "tcp":
             metric["network.protocol.name"] = "http"
@@ -267,7 +268,6 @@ class OpenTelemetryTracing:
             metric["mcp.protocol.version"] = mcp_version
         if dropped is not None:
             return DroppedClient(dropped, self._client_duration, metric, ids=self._ids, on_error=failed_metric)
-        name = _target_attributes(method, params)[0]
         on_span: dict[str, str | int] = {**metric, UPSTREAM_ATTRIBUTE: to.namespace}
         resource = resource_of(method, params)
         if resource is not None:
