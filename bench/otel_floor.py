@@ -26,6 +26,25 @@ from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+SERVER_METRIC: dict[str, str | int] = {
+    "mcp.method.name": "prompts/get",
+    "gen_ai.prompt.name": "up__p00001",
+    "mcp.protocol.version": "2026-07-28",
+    "network.transport": "tcp",
+    "network.protocol.name": "http",
+    "network.protocol.version": "1.1",
+}
+"""The attributes the gateway's SERVER span and server histogram carry for a relayed ``prompts/get``."""
+CLIENT_METRIC: dict[str, str | int] = {
+    "mcp.method.name": "prompts/get",
+    "gen_ai.prompt.name": "p00001",
+    "mcp.protocol.version": "2026-07-28",
+    "network.transport": "tcp",
+    "network.protocol.name": "http",
+    "server.address": "127.0.0.1",
+    "server.port": 8000,
+}
+"""Those of its CLIENT span and client histogram."""
 
 
 def main() -> None:
@@ -46,23 +65,7 @@ def main() -> None:
     )
     tracer = traces.get_tracer("floor")
     propagator = TraceContextTextMapPropagator()
-    server_metric: dict[str, str | int] = {
-        "mcp.method.name": "prompts/get",
-        "gen_ai.prompt.name": "up__p00001",
-        "mcp.protocol.version": "2026-07-28",
-        "network.transport": "tcp",
-        "network.protocol.name": "http",
-        "network.protocol.version": "1.1",
-    }
-    client_metric: dict[str, str | int] = {
-        "mcp.method.name": "prompts/get",
-        "gen_ai.prompt.name": "p00001",
-        "mcp.protocol.version": "2026-07-28",
-        "network.transport": "tcp",
-        "network.protocol.name": "http",
-        "server.address": "127.0.0.1",
-        "server.port": 8000,
-    }
+    server_metric, client_metric = SERVER_METRIC, CLIENT_METRIC
     started = time.process_time()
     for request_id in range(requests):
         began = time.perf_counter()

@@ -43,6 +43,12 @@ class Relay:
             if not message.get("more_body", False):
                 break
         headers = {name.decode(): value.decode() for name, value in scope["headers"] if name in _FORWARDED}
+        status, kept, answer = await self.ask(body, headers)
+        await send({"type": "http.response.start", "status": status, "headers": kept})
+        await send({"type": "http.response.body", "body": answer})
+
+    async def ask(self, body: bytes, headers: dict[str, str]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """The upstream's answer to one POST: its status, the headers handed back, its body."""
         assert self._session is not None
         async with self._session.post(self._url, data=body, headers=headers) as response:
             answer = await response.read()
@@ -51,8 +57,7 @@ class Relay:
                 kept.append((b"mcp-session-id", response.headers["mcp-session-id"].encode()))
             status = response.status
         kept.append((b"content-length", str(len(answer)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": kept})
-        await send({"type": "http.response.body", "body": answer})
+        return status, kept, answer
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:
@@ -67,16 +72,21 @@ class Relay:
                 return
 
 
-def main() -> None:
+def serve(app: Relay) -> None:
+    """Serve ``app`` on a free loopback port, printed first, as the gateway is served."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(
-        Relay(sys.argv[1]), log_level="error", lifespan="on", http="httptools", loop="uvloop", ws="none",
+        app, log_level="error", lifespan="on", http="httptools", loop="uvloop", ws="none",
         access_log=False, server_header=False, proxy_headers=False,
     )  # fmt: skip
     anyio.run(uvicorn.Server(config).serve, [sock], backend_options={"use_uvloop": True})
+
+
+def main() -> None:
+    serve(Relay(sys.argv[1]))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
     """Gateway CPU per ``prompts/get`` over HTTP at 16 in flight with ``[telemetry]`` on, every request
     sampled (a SERVER and a CLIENT span each, the duration histograms, OTLP export), beside off, same run,
     both eras; and with one trace in ten sampled (2026-07-28), with and without the histograms (what an
-    unsampled request still costs is mostly theirs)."""
+    unsampled request still costs is mostly theirs). Beside them, the floors: the SDK alone in a loop
+    (``bench/otel_floor.py``), and in situ, the bare relay with the SDK used plainly around each request
+    (``bench/traced_relay.py``), every request traced and one in ten, against the bare relay itself."""
     seconds = 1 if quick else 8
     with tempfile.TemporaryDirectory() as tmp:
         async with otlp_sink() as sink, spawn([*UPSTREAM], {"SERVE": "http"}) as upstream:
@@ -47,7 +49,16 @@ async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
                     path.write_text(path.read_text() + "\n".join(settings) + "\n")
                 return path
 
+            def relay(*traced: str) -> list[str]:
+                """The bare relay, or (``traced``: sample ratio, metrics) the SDK used plainly around it."""
+                if not traced:
+                    return [PY, "-m", "bench.relay", url]
+                return [PY, "-m", "bench.traced_relay", url, sink, *traced]
+
             async with (
+                spawn(relay()) as relay_off,
+                spawn(relay("1.0", "true")) as relay_traced,
+                spawn(relay("0.1", "true")) as relay_tenth,
                 http_gateway(config("off.toml", "legacy", sampled=None)) as (off_url, off),
                 http_gateway(config("on.toml", "legacy", sampled=1.0)) as (on_url, on),
                 http_gateway(config("off26.toml", "modern", sampled=None)) as (off26_url, off26),
@@ -55,6 +66,14 @@ async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
                 http_gateway(config("tenth26.toml", "modern", sampled=0.1)) as (tenth26_url, tenth26),
                 http_gateway(config("bare26.toml", "modern", sampled=0.1, metrics=False)) as (bare26_url, bare26),
             ):
+                relays = {
+                    name: (f"http://127.0.0.1:{int(await first_line(process))}/mcp", process)
+                    for name, process in (
+                        ("relay-26", relay_off),
+                        ("relay-traced-26", relay_traced),
+                        ("relay-sampled-10%-26", relay_tenth),
+                    )
+                }
                 targets = {
                     "off": (off_url, off, False),
                     "traced": (on_url, on, False),
@@ -70,6 +89,13 @@ async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
                         cpu_of={"upstream": upstream.pid, "middle": process.pid},
                     )
                     for name, (target_url, process, modern) in targets.items()
+                } | {
+                    name: partial(
+                        load_http, target_url, "p00001", modern=True, use_wrk=use_wrk, concurrency=16,
+                        total=500 if quick else 4000, budget_s=seconds,
+                        cpu_of={"upstream": upstream.pid, "middle": process.pid},
+                    )
+                    for name, (target_url, process) in relays.items()
                 }  # fmt: skip
                 measured = await in_rounds(measures, 1 if quick else ROUNDS)
             # the SDK's own floor: the same spans, context and histograms made by the SDK alone, exported
@@ -89,4 +115,13 @@ async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
         "traced_vs_off_gateway_cpu_at_16_2026": cpu("traced-26") / cpu("off-26"),
         "sampled_10pct_vs_off_gateway_cpu_at_16_2026": cpu("sampled-10%-26") / cpu("off-26"),
         "sampled_10pct_no_metrics_vs_off_gateway_cpu_at_16_2026": cpu("sampled-10%-no-metrics-26") / cpu("off-26"),
+        # the same SDK work where the gateway's runs (the relay between client and upstream): what it adds
+        # to the bare relay, added to the gateway's off, is the floor in situ
+        "sdk_in_relay_traced_cpu_us_per_request": cpu("relay-traced-26") - cpu("relay-26"),
+        "sdk_in_relay_plus_off_vs_off_2026": (cpu("off-26") + cpu("relay-traced-26") - cpu("relay-26")) / cpu("off-26"),
+        "sdk_in_relay_sampled_10pct_cpu_us_per_request": cpu("relay-sampled-10%-26") - cpu("relay-26"),
+        "sdk_in_relay_sampled_10pct_plus_off_vs_off_2026": (
+            cpu("off-26") + cpu("relay-sampled-10%-26") - cpu("relay-26")
+        )
+        / cpu("off-26"),
     }
