@@ -180,6 +180,7 @@ def _audit_closed() -> Iterator[None]:
     yield
     if audit.cache_info().currsize:
         audit().close()
+        audit.cache_clear()  # the module may come back to this worker later (xdist): a fresh trail then
 
 
 SPANS = InMemorySpanExporter()
