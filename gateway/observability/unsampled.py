@@ -69,9 +69,9 @@ class Dropped:
 DROPPED: ContextVar[Dropped | None] = ContextVar("dropped_trace", default=None)
 NO_PARENT = otel_context.Context()
 """What the propagators extract from a request that carries no trace context (an empty context: no
-parent span, no baggage; immutable, so one serves every such request); also the context a dropped
-request's histograms are recorded in (no sampled span to take an exemplar from, the trace-based
-filter's answer)."""
+parent span, no baggage; immutable, so one serves every such request). A dropped request's histograms
+are recorded with it too; the SDK takes an empty context for none given and reads the current one,
+which in a dropped request holds no sampled span either: no exemplar, the trace-based filter's answer."""
 
 
 def dropped_flags(parent: SpanContext | None, ids: IdGenerator) -> int:
