@@ -65,23 +65,22 @@ def main() -> None:
     )
     tracer = traces.get_tracer("floor")
     propagator = TraceContextTextMapPropagator()
-    server_metric, client_metric = SERVER_METRIC, CLIENT_METRIC
     started = time.process_time()
     for request_id in range(requests):
         began = time.perf_counter()
-        server_attributes = {**server_metric, "jsonrpc.request.id": str(request_id), "client.address": "127.0.0.1"}
+        server_attributes = {**SERVER_METRIC, "jsonrpc.request.id": str(request_id), "client.address": "127.0.0.1"}
         server = tracer.start_span("prompts/get up__p00001", None, SpanKind.SERVER, server_attributes)
         within = trace.set_span_in_context(server)
         client = tracer.start_span(
-            "prompts/get p00001", within, SpanKind.CLIENT, {**client_metric, "prompt_gateway.upstream": "up"}
+            "prompts/get p00001", within, SpanKind.CLIENT, {**CLIENT_METRIC, "prompt_gateway.upstream": "up"}
         )
         carrier: dict[str, str] = {}
         propagator.inject(carrier, trace.set_span_in_context(client))
         client.set_attribute("jsonrpc.request.id", str(request_id))
         client.end()
-        client_duration.record(time.perf_counter() - began, client_metric)
+        client_duration.record(time.perf_counter() - began, CLIENT_METRIC)
         server.end()
-        server_duration.record(time.perf_counter() - began, server_metric)
+        server_duration.record(time.perf_counter() - began, SERVER_METRIC)
     traces.force_flush()
     meters.force_flush()
     cpu_us = (time.process_time() - started) * 1e6 / requests

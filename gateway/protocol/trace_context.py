@@ -20,7 +20,7 @@ MAX_VALUE_CHARS = {"traceparent": 55, "tracestate": 512, "baggage": 8192}
 characters, most vendors keep it short; ``baggage`` is bounded at 8192 bytes by its specification."""
 
 
-_BOUNDS = tuple(MAX_VALUE_CHARS.items())
+_BOUNDS = tuple((key, MAX_VALUE_CHARS[key]) for key in TRACE_KEYS)  # (each key's bound, in TRACE_KEYS' order)
 
 
 def _usable(key: str, value: Any) -> bool:
