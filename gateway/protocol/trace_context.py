@@ -23,8 +23,17 @@ characters, most vendors keep it short; ``baggage`` is bounded at 8192 bytes by 
 _BOUNDS = tuple((key, MAX_VALUE_CHARS[key]) for key in TRACE_KEYS)  # (each key's bound, in TRACE_KEYS' order)
 
 
-def _usable(key: str, value: Any) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= MAX_VALUE_CHARS[key] and value.isascii() and value.isprintable()
+def _usable_of(found: Mapping[str, Any]) -> dict[str, str]:
+    """The trace keys of ``found`` whose values are usable: strings of a bounded length, printable ASCII.
+    One comprehension, no call a key: it runs for every request sent upstream while tracing."""
+    return {
+        key: value
+        for key, bound in _BOUNDS
+        if isinstance(value := found.get(key), str)
+        and 0 < len(value) <= bound
+        and value.isascii()
+        and value.isprintable()
+    }
 
 
 def carried(params: Mapping[str, Any] | None) -> dict[str, str]:
@@ -33,19 +42,12 @@ def carried(params: Mapping[str, Any] | None) -> dict[str, str]:
     meta = params.get("_meta") if isinstance(params, JSON_OBJECT) else None
     if not isinstance(meta, JSON_OBJECT) or meta.keys().isdisjoint(TRACE_KEYS):
         return {}  # (most requests carry none: the keys are compared in C, and no ABC check runs for a dict)
-    return {  # (the checks of _usable, inlined: this runs for every request sent upstream while tracing)
-        key: value
-        for key, bound in _BOUNDS
-        if isinstance(value := meta.get(key), str)
-        and 0 < len(value) <= bound
-        and value.isascii()
-        and value.isprintable()
-    }
+    return _usable_of(meta)
 
 
 def from_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The trace context of an HTTP request's headers (lower-case names, as ASGI gives them)."""
-    return {key: headers[key] for key in TRACE_KEYS if key in headers and _usable(key, headers[key])}
+    return _usable_of(headers)
 
 
 def with_trace(params: dict[str, Any] | None, context: Mapping[str, str]) -> dict[str, Any] | None:
