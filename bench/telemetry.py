@@ -66,36 +66,28 @@ async def bench_telemetry(quick: bool, use_wrk: bool) -> dict[str, Any]:
                 http_gateway(config("tenth26.toml", "modern", sampled=0.1)) as (tenth26_url, tenth26),
                 http_gateway(config("bare26.toml", "modern", sampled=0.1, metrics=False)) as (bare26_url, bare26),
             ):
-                relays = {
-                    name: (f"http://127.0.0.1:{int(await first_line(process))}/mcp", process)
+                targets = {  # name: (URL, process, 2026-07-28, the prompt's name there)
+                    "off": (off_url, off, False, "up__p00001"),
+                    "traced": (on_url, on, False, "up__p00001"),
+                    "off-26": (off26_url, off26, True, "up__p00001"),
+                    "traced-26": (on26_url, on26, True, "up__p00001"),
+                    "sampled-10%-26": (tenth26_url, tenth26, True, "up__p00001"),
+                    "sampled-10%-no-metrics-26": (bare26_url, bare26, True, "up__p00001"),
+                } | {
+                    name: (f"http://127.0.0.1:{int(await first_line(process))}/mcp", process, True, "p00001")
                     for name, process in (
                         ("relay-26", relay_off),
                         ("relay-traced-26", relay_traced),
                         ("relay-sampled-10%-26", relay_tenth),
                     )
                 }
-                targets = {
-                    "off": (off_url, off, False),
-                    "traced": (on_url, on, False),
-                    "off-26": (off26_url, off26, True),
-                    "traced-26": (on26_url, on26, True),
-                    "sampled-10%-26": (tenth26_url, tenth26, True),
-                    "sampled-10%-no-metrics-26": (bare26_url, bare26, True),
-                }
                 measures = {
                     name: partial(
-                        load_http, target_url, "up__p00001", modern=modern, use_wrk=use_wrk, concurrency=16,
+                        load_http, target_url, prompt, modern=modern, use_wrk=use_wrk, concurrency=16,
                         total=500 if quick else 4000, budget_s=seconds,
                         cpu_of={"upstream": upstream.pid, "middle": process.pid},
                     )
-                    for name, (target_url, process, modern) in targets.items()
-                } | {
-                    name: partial(
-                        load_http, target_url, "p00001", modern=True, use_wrk=use_wrk, concurrency=16,
-                        total=500 if quick else 4000, budget_s=seconds,
-                        cpu_of={"upstream": upstream.pid, "middle": process.pid},
-                    )
-                    for name, (target_url, process) in relays.items()
+                    for name, (target_url, process, modern, prompt) in targets.items()
                 }  # fmt: skip
                 measured = await in_rounds(measures, 1 if quick else ROUNDS)
             # the SDK's own floor: the same spans, context and histograms made by the SDK alone, exported
