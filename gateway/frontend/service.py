@@ -275,7 +275,7 @@ class PromptService:
         reads the catalog first waits for upstreams still starting (bounded); discovery, like
         ``initialize``, answers at once."""
         if method != "server/discover" and self._warm_up is not None:
-            await self._warm_up()
+            await self._warm_up()  # until upstreams in their first attempt have settled (short, bounded, at start)
         catalog = self._catalog()
         audited: AbstractContextManager[None] = nullcontext()
         parsed: GetPromptParams | CompleteParams | None = None
@@ -375,11 +375,6 @@ class PromptService:
             return prompt_tools.get_result(rendered)
         except GatewayError as exc:
             return prompt_tools.error_result(exc.message)
-
-    async def warm_up(self) -> None:
-        """Until upstreams still in their first attempt have settled, for a short bounded time at start."""
-        if self._warm_up is not None:
-            await self._warm_up()
 
     async def _listen(self, request: Request, notify: Notify, viewer: Viewer | None) -> dict[str, Any]:
         wanted = (request.params or {}).get("notifications")
