@@ -119,6 +119,23 @@ async def test_a_whole_oversized_header_block_in_one_write_is_refused(tmp_path: 
         assert await served(url)
 
 
+async def test_an_oversized_block_with_a_small_request_behind_it_in_one_write_is_refused(tmp_path: Path) -> None:
+    """A block over the bound followed, in the same write, by a small request: the small one's block was
+    measured in place of the large one's, and the large one was served."""
+    async with bounded_gateway(tmp_path) as (host, port, url):
+        async with await connect_from("127.0.0.2", host, port) as stream:
+            body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+            head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            head += b"Accept: application/json, text/event-stream\r\n"
+            tail = b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            oversized = head + b"Authorization: Bearer " + b"a" * 100_000 + b"\r\n" + tail
+            await stream.send(oversized + head + b"Connection: close\r\n" + tail)
+            answer = await read_until_closed(stream)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        assert answer.count(b"HTTP/1.1 ") == 1
+        assert await served(url)
+
+
 async def test_pipelined_requests_under_the_bound_are_each_served(tmp_path: Path) -> None:
     """Two requests each under the bound, in one write: the bytes of the first were counted against the
     second's header block (reads straddle them), and the connection was reset with no answer."""
