@@ -121,6 +121,7 @@ class EraNegotiation:
     server_info: dict[str, Any]
     _handshake_only: bool
     _guessed_handshake_only: bool
+    _probe_suspected: bool
     probe_outcome: str | None
     _connection_tasks: TaskGroup | None
     _stream: MessageStream | None
@@ -259,7 +260,7 @@ class EraNegotiation:
             self._raise_if_unreachable(exc)
             if required:
                 raise UpstreamUnavailable(self.namespace, self._exited("during discovery")) from exc
-            self._handshake_only = self._guessed_handshake_only = True
+            self._handshake_only = self._guessed_handshake_only = self._probe_suspected = True
             raise DiedOnProbe(
                 self.namespace, self._exited("on the server/discover probe") + "; restarting it for the handshake only"
             ) from exc
@@ -308,9 +309,13 @@ class EraNegotiation:
         except PeerClosed as exc:
             self._raise_if_unreachable(exc)
             if probed and not self._handshake_only:
-                self._handshake_only = self._guessed_handshake_only = True
+                self._handshake_only = self._guessed_handshake_only = self._probe_suspected = True
                 message = self._exited("during initialize, after the server/discover probe")
                 raise DiedOnProbe(self.namespace, message + "; restarting it for the handshake only") from exc
+            if self._probe_suspected:  # it dies without the probe as well: the probe was not why
+                self._handshake_only = self._guessed_handshake_only = self._probe_suspected = False
+                message = self._exited("during initialize") + " (without the server/discover probe too)"
+                raise UpstreamUnavailable(self.namespace, message) from exc
             raise UpstreamUnavailable(self.namespace, self._exited("during initialize")) from exc
         except RequestTimeout as exc:
             raise UpstreamTimeout(self.namespace, "did not answer initialize") from exc

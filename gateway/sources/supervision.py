@@ -78,6 +78,7 @@ class Supervision:
     _stable_after_s: float
     _ready_since: float | None
     _handshake_only: bool
+    _probe_suspected: bool
     _era_key: str | None
     _max_message_bytes: int
     _upstream_token: UpstreamToken | None
@@ -135,9 +136,7 @@ class Supervision:
                     self.last_error = exc.message
                     self._log.warning("upstream_died_on_probe", error=exc.message)
                     self.restarts += 1
-                    if self._era_key is not None:
-                        era_memory.remember_handshake_only(self._era_key)  # the next run skips the probe
-                    continue  # once, at once: the handshake alone from now on
+                    continue  # once, at once: the handshake alone from now on (remembered once it serves)
                 except Exception as exc:  # the supervision boundary: one upstream's fault stays its own
                     failure = _leaf(exc)
                     if isinstance(failure, _connection_failures()):
@@ -214,6 +213,10 @@ class Supervision:
                         "ready", server=self.server_info.get("name"), protocol_version=self.protocol_version, **details
                     )
                     self._ready_since = anyio.current_time()
+                    if self._probe_suspected:  # it died on the probe, and the handshake alone serves it
+                        self._probe_suspected = False
+                        if self._era_key is not None:
+                            era_memory.remember_handshake_only(self._era_key)  # the next run skips the probe
                     self._acknowledged = False
                     if self.modern and (self.declares_list_changed or self.declares_resource_changes):
                         tg.start_soon(self._listen, peer)

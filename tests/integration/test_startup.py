@@ -175,6 +175,40 @@ async def test_a_server_that_dies_on_the_probe_is_restarted_once_for_the_handsha
     assert (tmp_path / "old.starts").read_text().count("start") == 2
 
 
+async def test_a_server_that_fails_to_start_is_not_taken_for_one_that_died_of_the_probe(tmp_path: Path) -> None:
+    """A server whose first starts fail before it reads anything (uvx while its download is refused) was
+    taken for one that died of the probe: remembered as handshake-only, it was spoken to with the
+    2025-11-25 handshake in every later run, though it speaks 2026-07-28."""
+    ready_file, starts = tmp_path / "ready", tmp_path / "starts"
+    flaky = {
+        "namespace": "flaky",
+        "command": sys.executable,
+        "args": ["-m", "tests.servers.flaky_start"],
+        "cwd": str(ROOT),
+        "env": {"FLAKY_READY": str(ready_file), "FLAKY_STARTS": str(starts)},
+    }
+    config = write_config(
+        tmp_path / "c.toml",
+        [flaky],
+        server={"transport": "http", "port": 0},
+        gateway={"restart_initial_s": 0.05, "restart_max_s": 0.2, "max_restarts": 1000},
+    )
+
+    def started() -> int:
+        return starts.read_text().count("start") if starts.exists() else 0
+
+    async with running_gateway(config) as gateway:
+        while started() < 3:  # the start the probe was sent to, the restart for the handshake, one more
+            await gateway.wait_for_event("upstream_state", upstream="flaky", state="backing-off")
+        ready_file.touch()  # the download goes through at last
+        ready = await gateway.wait_for_event("upstream_state", timeout=30, upstream="flaky", state="ready")
+        assert ready["protocol_version"] == "2026-07-28", ready
+    async with running_gateway(config) as gateway:
+        ready = await gateway.wait_for_event("upstream_state", timeout=30, upstream="flaky", state="ready")
+        assert ready["protocol_version"] == "2026-07-28", ready
+        assert not [e for e in gateway.events if e.get("event") == "upstream_died_on_probe"]
+
+
 def spawning(namespace: str, tmp_path: Path, **env: str) -> dict[str, Any]:
     """A server that starts a child of its own, whose pid it records in ``tmp_path / "pids"``."""
     return {
