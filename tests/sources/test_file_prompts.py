@@ -61,6 +61,28 @@ def test_a_template_file_lists_and_renders_with_roles_defaults_and_allowed_value
         prompt.render({"code": "x", "other": "y"})
 
 
+@pytest.mark.parametrize(
+    ("body", "given", "text"),
+    [
+        ("Hello {{ name }}!", {}, "Hello !"),
+        ("Hello{% if name %} {{ name }}{% endif %}!", {}, "Hello!"),
+        ("Hello{% if name %} {{ name }}{% endif %}!", {"name": "Ada"}, "Hello Ada!"),
+        ("Hello {{ name | default('you') }}!", {}, "Hello you!"),
+        ("{{ 'named' if name is defined else 'left out' }}", {}, "left out"),
+    ],
+)
+def test_an_optional_argument_left_out_renders_as_nothing(body: str, given: dict[str, str], text: str) -> None:
+    """The listing calls it optional: leaving it out was refused with -32602 'UndefinedError: 'name' is
+    undefined'. A variable the front matter does not name is still an error (a required argument)."""
+    prompt = parse_prompt_file("hello.md", "---\narguments:\n  - name: name\n---\n" + body)
+    assert prompt.listed()["arguments"] == [{"name": "name", "required": False}]
+    assert prompt.render(given)[0]["content"]["text"] == text
+    typo = parse_prompt_file("typo.md", "---\narguments:\n  - name: name\n---\n{{ nmae }}")
+    assert [(a.name, a.required) for a in typo.arguments] == [("name", False), ("nmae", True)]
+    with pytest.raises(RenderError, match="missing required argument 'nmae'"):
+        typo.render({})
+
+
 def test_claude_code_commands_and_vscode_prompt_files() -> None:
     """Positionals are 0-based since Claude Code's 2026 rules ($1 is the second word); VS Code files also
     take what follows the command (``arguments``), appended."""

@@ -5,7 +5,8 @@ Three kinds of file, told apart by name and place:
 
 - ``NAME.md``: YAML front matter (``name``, ``title``, ``description``, ``arguments`` with
   ``description`` / ``required`` / ``default`` / ``values``, ``tags``), then a Jinja2 template rendered
-  in Jinja's *sandboxed* environment (compiled once; an undefined variable is an error; output bounded).
+  in Jinja's *sandboxed* environment (compiled once; an undefined variable is an error, an optional
+  argument left out renders as nothing; output bounded).
   A variable the template uses but the front matter does not declare is a required argument.
   A line ``<!-- assistant -->`` or ``<!-- user -->`` starts a message with that role; a line
   ``<!-- image: diagrams/flow.png -->`` or ``<!-- resource: notes/style.md -->`` is a message of its own
@@ -143,7 +144,7 @@ class FilePrompt:
                 raise RenderError(f"the rendered prompt is over {MAX_OUTPUT_CHARS} characters")
             return [{"role": "user", "content": {"type": "text", "text": text.strip()}}]
         assert self._template is not None  # noqa: S101 - compiled when parsed
-        text = _render_bounded(self._template, values)
+        text = _render_bounded(self._template, {**self._left_out(values), **values})
         if len(text) > MAX_OUTPUT_CHARS:
             raise RenderError(f"the rendered prompt is over {MAX_OUTPUT_CHARS} characters")
         return _messages(text, self._contents)
@@ -165,6 +166,13 @@ class FilePrompt:
             values[argument.name] = value
         return values
 
+    def _left_out(self, values: Mapping[str, str]) -> dict[str, jinja2.Undefined]:
+        """The optional arguments the client left out (and no default fills in), as Jinja's ordinary
+        undefined: rendered as nothing, false in an ``if``, not ``defined``, taking a ``default(...)``.
+        The listing calls them optional, so leaving one out is no error; a variable the front matter does
+        not name stays strictly undefined (it is a required argument, or a typo)."""
+        return {a.name: jinja2.Undefined(name=a.name) for a in self.arguments if a.name not in values}
+
     def complete(self, argument: str, prefix: str) -> list[str]:
         for declared in self.arguments:
             if declared.name == argument:
@@ -172,7 +180,7 @@ class FilePrompt:
         return []
 
 
-def _render_bounded(template: jinja2.Template, values: Mapping[str, str]) -> str:
+def _render_bounded(template: jinja2.Template, values: Mapping[str, str | jinja2.Undefined]) -> str:
     """The template's output, stopped as soon as it passes ``MAX_OUTPUT_CHARS`` (rendered piece by piece,
     never whole first). Whatever the template raises is the prompt's error, not the gateway's."""
     pieces: list[str] = []
