@@ -124,6 +124,14 @@ deny = ["docs__secret_*"]
         ({"upstreams": [upstream(cwd="/srv\x00")]}, "upstreams[0].cwd: holds a NUL byte"),
         ({"upstreams": [upstream(env={"TOKEN": "s3\x00cret"})]}, "upstreams[0].env: TOKEN holds a NUL byte"),
         ({"upstreams": [upstream(env={"A=B": "c"})]}, "upstreams[0].env: 'A=B' is not a variable name"),
+        # in TOML's words: pydantic's said "a valid tuple" and "a valid dictionary or instance of AdminSettings"
+        (
+            {"upstreams": [upstream(args="--foo")]},
+            """upstreams[0].args: should be an array, such as ["a", "b"] (got '--foo')""",
+        ),
+        ({"policy": {"deny": "a__*"}}, """policy.deny: should be an array, such as ["a", "b"] (got 'a__*')"""),
+        ({"upstreams": [upstream(env="A=1")]}, 'upstreams[0].env: should be a table, such as { KEY = "value" }'),
+        ({"server": {"admin": "yes"}}, "server.admin: should be a table (a [section], or { key = value }) (got 'yes')"),
     ],
 )
 def test_errors_name_the_key_path(data: dict[str, object], message: str) -> None:

@@ -216,6 +216,17 @@ def _expand_upstreams(data: dict[str, Any], environ: Mapping[str, str]) -> tuple
     return expanded, unresolved
 
 
+_TOML_KINDS = {
+    "tuple_type": 'should be an array, such as ["a", "b"]',
+    "list_type": 'should be an array, such as ["a", "b"]',
+    "set_type": 'should be an array, such as ["a", "b"]',
+    "frozen_set_type": 'should be an array, such as ["a", "b"]',
+    "dict_type": 'should be a table, such as { KEY = "value" }',
+    "model_type": "should be a table (a [section], or { key = value })",
+}
+"""What a value of the wrong kind should be, in the words of the TOML file it was written in."""
+
+
 def parse_config(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Config:
     expanded, unresolved = _expand_upstreams(dict(data), os.environ if environ is None else environ)
     try:
@@ -229,7 +240,8 @@ def parse_config(data: Mapping[str, Any], environ: Mapping[str, str] | None = No
                 if problem not in problems:
                     problems.append(problem)
                 continue
-            message = str(error["msg"]).removeprefix("Value error, ")
+            # pydantic says "a valid tuple" and "a valid dictionary"; the TOML file, array and table
+            message = _TOML_KINDS.get(error["type"]) or str(error["msg"]).removeprefix("Value error, ")
             where = _key_path(loc)
             if error["type"] == "extra_forbidden":
                 message = "unknown key"
