@@ -134,6 +134,9 @@ def _print_prompts(prompts: list[dict[str, Any]]) -> None:
 
 
 def _print_skills(skills: list[dict[str, Any]]) -> None:
+    if not skills:  # a header over nothing read as if something were missing from it
+        say("No skills are visible through the gateway ('check' names a skill folder it could not serve).")
+        return
     rows = [["SKILL", "FILES", "DESCRIPTION"]]
     for skill in skills:
         description = skill["description"].splitlines()

@@ -365,7 +365,13 @@ def listed(uri: str, skill: LocalSkill, file: SkillFile) -> dict[str, Any]:
     """A file as ``resources/list`` and ``resources/directory/read`` show it: a SKILL.md named and
     described by its front matter, as the spec asks, any other file by its file name."""
     if file.path == SKILL_FILE:
-        return {"uri": uri, "name": skill.name, "description": skill.description, "mimeType": file.mime_type}
+        return {
+            "uri": uri,
+            "name": skill.name,
+            "description": skill.description,
+            "mimeType": file.mime_type,
+            "size": file.size,
+        }
     return {"uri": uri, "name": file.path.rsplit("/", 1)[-1], "mimeType": file.mime_type, "size": file.size}
 
 

@@ -111,6 +111,10 @@ def test_check_and_list_show_the_skills_of_a_folder_served_as_skills_alone(tmp_p
         ["skill://team/pdf/SKILL.md", "2"],
         ["skill://team/refunds/SKILL.md", "1"],
     ]
+    hidden = run(*gateway_command(config, "list", "--tag", "no-such-tag"))
+    assert hidden.stdout.splitlines() == [  # it printed the table's header alone
+        "No skills are visible through the gateway ('check' names a skill folder it could not serve)."
+    ]
     as_json = run(*gateway_command(config, "list", "--json"))
     assert json.loads(as_json.stdout) == []
     assert "2 skills are served too: 'list --skills --json' lists them" in as_json.stderr

@@ -91,6 +91,9 @@ async def test_skills_listed_got_and_read_back_against_their_digests(tmp_path: P
             assert "sha256:" + hashlib.sha256(data).hexdigest() == file["digest"]
         got = await call(client, "skills/get", {"uri": entry["uri"]})
         assert got["skill"] == entry
+        sizes = {file["uri"]: file["size"] for file in entry["resources"]}
+        listed = (await call(client, "resources/list", {}))["resources"]
+        assert {r["uri"]: r.get("size") for r in listed} == sizes  # SKILL.md's too (it had none)
         directory = await call(client, "resources/directory/read", {"uri": "skill://team/pdf-processing"})
         assert {(r["name"], r["mimeType"]) for r in directory["resources"]} == {
             ("pdf-processing", "text/markdown"),
