@@ -26,12 +26,12 @@ from gateway.protocol.errors import (
     UpstreamUnsupported,
 )
 from gateway.protocol.models import (
-    GET_PROMPT_RESULT,
     CompleteParams,
     CompleteResult,
     GetPromptParams,
     InputRequiredResult,
     PromptRef,
+    check_prompt_result,
     describe,
     parse_params,
 )
@@ -151,7 +151,7 @@ class Routing(CatalogState):
                 )
             _validate(mount, InputRequiredResult.model_validate, raw, "input_required result")
             return raw
-        _validate(mount, GET_PROMPT_RESULT.validate_python, raw, "prompts/get result")
+        _validate(mount, check_prompt_result, raw, "prompts/get result")
         return overrides.rendered(raw, override)
 
     async def complete(
