@@ -28,12 +28,13 @@ from gateway.protocol.errors import (
 from gateway.protocol.models import (
     CompleteParams,
     CompleteResult,
-    GetPromptParams,
     InputRequiredResult,
+    PromptGet,
     PromptRef,
     check_prompt_result,
     describe,
     parse_params,
+    prompt_get,
 )
 from gateway.rpc import Notify
 from gateway.sources.client_requests import Ask
@@ -122,12 +123,12 @@ class Routing(CatalogState):
         notify: Notify | None = None,
         input_required: bool = False,
         ask: Ask | None = None,
-        parsed: GetPromptParams | None = None,
+        parsed: PromptGet | None = None,
     ) -> dict[str, Any]:
         """``input_required``: whether the client can answer a multi round-trip request (2026-07-28);
         an upstream's InputRequiredResult then passes through untouched, else it is a clear error.
         ``parsed``: the params validated already (by the audit, which reads them first)."""
-        request = parsed or parse_params(GetPromptParams, params)
+        request = parsed or prompt_get(params)
         i, local, entry = await self._resolve(request.name, viewer)
         mount = self.mounts[i]
         override = mount.overrides.get(local)

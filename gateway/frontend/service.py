@@ -37,7 +37,7 @@ from gateway.observability.tracing import tracing
 from gateway.protocol.eras import for_client
 from gateway.protocol.errors import GatewayError, InvalidParams, MethodNotFound, RateLimited
 from gateway.protocol.jsonrpc import Request
-from gateway.protocol.models import CompleteParams, GetPromptParams, parse_params
+from gateway.protocol.models import CompleteParams, PromptGet, parse_params, prompt_get
 from gateway.protocol.modern import (
     SUBSCRIPTION_ID_KEY,
     Envelope,
@@ -52,10 +52,6 @@ from gateway.sources.client_requests import Ask
 SessionState = Literal["new", "initializing", "ready", "closed"]
 SERVER_INFO = {"name": "mcp-prompt-gateway", "title": "MCP Prompt Gateway", "version": __version__}
 
-_AUDITED_PARAMS: dict[str, type[GetPromptParams | CompleteParams]] = {
-    "prompts/get": GetPromptParams,
-    "completion/complete": CompleteParams,
-}
 _TOOLS = frozenset({"tools/list", "tools/call"})  # served only with [server] prompts_as_tools
 _SKILLS = frozenset(SKILL_METHODS)  # served only where some upstream serves skills (docs/skills.md)
 _SERVED = frozenset({"prompts/list", "prompts/get", "completion/complete"}) | _TOOLS | _SKILLS
@@ -278,12 +274,12 @@ class PromptService:
             await self._warm_up()  # until upstreams in their first attempt have settled (short, bounded, at start)
         catalog = self._catalog()
         audited: AbstractContextManager[None] = nullcontext()
-        parsed: GetPromptParams | CompleteParams | None = None
+        parsed: PromptGet | CompleteParams | None = None
         if self._audit is not None and method in SKILL_READS:
             audited = self._audited_skill_read(catalog, method, params, who)
         elif self._audit is not None and method in AUDITED:
             try:  # the audit reads the params before the catalog would: they are valid first (and once)
-                parsed = parse_params(_AUDITED_PARAMS[method], params)
+                parsed = prompt_get(params) if method == "prompts/get" else parse_params(CompleteParams, params)
             except InvalidParams as exc:
                 self._audit.invalid(who, method, params, exc.message)
                 raise
@@ -307,7 +303,7 @@ class PromptService:
                     notify=notify,
                     input_required=modern,
                     ask=ask,
-                    parsed=parsed if isinstance(parsed, GetPromptParams) else None,
+                    parsed=parsed if isinstance(parsed, PromptGet) else None,
                 )
             if method in _TOOLS:
                 if not self.prompts_as_tools:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -279,3 +279,27 @@ def parse_params(model: type[_Model], params: dict[str, Any] | None) -> _Model:
         return model.model_validate(params or {})
     except ValidationError as exc:
         raise InvalidParams(f"Invalid params: {describe(exc, 'params')}") from exc
+
+
+class PromptGet(NamedTuple):
+    """A ``prompts/get``'s params as checked: the prompt's name and the arguments given."""
+
+    name: str
+    arguments: dict[str, str] | None
+
+
+def prompt_get(params: dict[str, Any] | None) -> PromptGet:
+    """A ``prompts/get``'s params checked as ``GetPromptParams`` checks them: a text name, and arguments
+    that are text (or none). That shape, every valid get's, is recognised in a few lines; anything else
+    goes to the model, which alone decides and words what is wrong (-32602). (Validating and building
+    the model cost more than the rest of the params' handling on a relayed get.)"""
+    if type(params) is dict:
+        name, arguments = params.get("name"), params.get("arguments")
+        if type(name) is str and (arguments is None or _text_values(arguments)):
+            return PromptGet(name, arguments)
+    checked = parse_params(GetPromptParams, params)
+    return PromptGet(checked.name, checked.arguments)
+
+
+def _text_values(arguments: Any) -> bool:
+    return type(arguments) is dict and all(type(value) is str for value in arguments.values())

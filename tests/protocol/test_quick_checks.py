@@ -1,6 +1,6 @@
-"""The quick recognition of a plain-text ``prompts/get`` result never passes what the spec's validator
-refuses: for any result shaped like one (right or wrong in every part), the quick answer "plain text"
-implies the validator accepts it, and what it does not recognise still goes to the validator."""
+"""The quick checks on a relayed get's path answer as the models they stand in front of: the recognition
+of a plain-text ``prompts/get`` result never passes what the spec's validator refuses, and a get's params
+are accepted, refused and worded as ``GetPromptParams`` does, whatever part of them is wrong."""
 
 from __future__ import annotations
 
@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gateway.protocol.models import GET_PROMPT_RESULT, check_prompt_result, plain_text_result
+from gateway.protocol.errors import InvalidParams
+from gateway.protocol.models import (
+    GET_PROMPT_RESULT,
+    GetPromptParams,
+    PromptGet,
+    check_prompt_result,
+    parse_params,
+    plain_text_result,
+    prompt_get,
+)
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
 json_values = st.recursive(
@@ -32,7 +41,7 @@ places = st.sampled_from(["result", "messages", "message", "role", "content", "t
 @st.composite
 def results(draw: st.DrawFn) -> Any:
     """A plain-text result, then one of its parts (perhaps none) made anything at all."""
-    listed = draw(plain_messages)
+    listed: list[Any] = draw(plain_messages)
     result: Any = {"messages": listed, "_meta": draw(json_values)}
     place = draw(places)
     if place == "result":
@@ -80,3 +89,29 @@ def test_a_plain_text_result_is_recognised() -> None:
     text = {"role": "user", "content": {"type": "text", "text": "Write about x."}}
     assert plain_text_result({"messages": [text, {**text, "role": "assistant"}], "_meta": {"k": 1}})
     assert not plain_text_result({"messages": [{**text, "content": {"type": "image", "data": "", "mimeType": ""}}]})
+
+
+get_params = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.text(max_size=5) | json_values,
+        "arguments": st.none() | st.dictionaries(st.text(max_size=3), st.text(max_size=3) | json_values) | json_values,
+        "_meta": json_values,
+    },
+)
+
+
+@settings(max_examples=500)
+@given(get_params | json_values)
+def test_a_gets_params_are_checked_as_the_model_checks_them(params: Any) -> None:
+    try:
+        checked = parse_params(GetPromptParams, params)
+    except InvalidParams as refused:
+        refusal: str | None = refused.message
+    else:
+        refusal = None
+        assert prompt_get(params) == PromptGet(checked.name, checked.arguments)
+    if refusal is not None:
+        with pytest.raises(InvalidParams) as quick:
+            prompt_get(params)
+        assert quick.value.message == refusal
