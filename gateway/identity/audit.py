@@ -256,5 +256,6 @@ class AuditedRequest:
                 event["reason"] = exc.message[:300]
             elif isinstance(exc, (UpstreamRejected, DigestMismatch)):
                 event["reason"] = exc.reason[:300]
-        event["duration_ms"] = round((time.perf_counter() - self._started) * 1000, 2)
+        # (to two decimals: round(x, 2) goes through a decimal conversion, five times round(x)'s cost)
+        event["duration_ms"] = round((time.perf_counter() - self._started) * 100_000) / 100
         self._trail.write(event)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.protocol.jsonrpc import JSON_OBJECT
 from gateway.protocol.modern import RESERVED_PREFIX, SERVER_INFO_KEY
 from gateway.protocol.versions import at_least, is_modern
 
@@ -29,13 +30,13 @@ def for_client(method: str, result: dict[str, Any], version: str, server_info: M
     """``result`` as a client speaking ``version`` may receive it."""
     if is_modern(version):
         meta = result.get("_meta")
-        stamped = {**meta, SERVER_INFO_KEY: dict(server_info)} if isinstance(meta, Mapping) else None
+        stamped = {**meta, SERVER_INFO_KEY: dict(server_info)} if isinstance(meta, JSON_OBJECT) else None
         out = {**result, "_meta": stamped or {SERVER_INFO_KEY: dict(server_info)}}
         out.setdefault("resultType", "complete")
         return out
     out = {key: value for key, value in result.items() if key not in MODERN_ONLY_RESULT_FIELDS}
     meta = out.get("_meta")
-    if isinstance(meta, Mapping) and any(key.startswith(RESERVED_PREFIX) for key in meta):
+    if isinstance(meta, JSON_OBJECT) and any(key.startswith(RESERVED_PREFIX) for key in meta):
         kept = {key: value for key, value in meta.items() if not key.startswith(RESERVED_PREFIX)}
         if kept:
             out["_meta"] = kept
@@ -50,7 +51,7 @@ def for_client(method: str, result: dict[str, Any], version: str, server_info: M
             out.pop("structuredContent", None)
         if isinstance(out.get("content"), list):
             out["content"] = [
-                content_for(block, version, i) if isinstance(block, Mapping) else block
+                content_for(block, version, i) if isinstance(block, JSON_OBJECT) else block
                 for i, block in enumerate(out["content"])
             ]
     return out
@@ -65,16 +66,16 @@ _TOOL_FIELDS_SINCE = {
 
 
 def _tool_for(tool: Any, version: str) -> Any:
-    if not isinstance(tool, Mapping):
+    if not isinstance(tool, JSON_OBJECT):
         return tool
     return {key: value for key, value in tool.items() if at_least(version, _TOOL_FIELDS_SINCE.get(key, "2024-11-05"))}
 
 
 def _message_for(message: Any, version: str, index: int) -> Any:
-    if not isinstance(message, Mapping):
+    if not isinstance(message, JSON_OBJECT):
         return message
     content = message.get("content")
-    if not isinstance(content, Mapping):
+    if not isinstance(content, JSON_OBJECT):
         return message
     adapted = content_for(content, version, index)
     return message if adapted is content else {**message, "content": adapted}
