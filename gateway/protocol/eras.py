@@ -36,7 +36,7 @@ def for_client(method: str, result: dict[str, Any], version: str, server_info: M
         return out
     out = {key: value for key, value in result.items() if key not in MODERN_ONLY_RESULT_FIELDS}
     meta = out.get("_meta")
-    if isinstance(meta, JSON_OBJECT) and any(key.startswith(RESERVED_PREFIX) for key in meta):
+    if meta is not None and isinstance(meta, JSON_OBJECT) and any(key.startswith(RESERVED_PREFIX) for key in meta):
         kept = {key: value for key, value in meta.items() if not key.startswith(RESERVED_PREFIX)}
         if kept:
             out["_meta"] = kept

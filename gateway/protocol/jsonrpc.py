@@ -19,7 +19,8 @@ from gateway.protocol.errors import GatewayError, InvalidParams, InvalidRequest,
 
 JSON_OBJECT: Final = (dict, Mapping)
 """For ``isinstance``: a JSON object as decoded (a dict, checked in C first) or any other mapping (the
-ABC's check, a Python call, is reached only for what is no dict)."""
+ABC's check, a Python call, is reached only for what is no dict: on a hot path, test for None, an absent
+key's value, before)."""
 
 RequestId: TypeAlias = "str | int"
 JSONObject: TypeAlias = "dict[str, Any]"

@@ -78,7 +78,7 @@ def carries_envelope(params: Mapping[str, Any] | None) -> bool:
     """Whether a request claims to be modern. The version key alone decides, so a half-built envelope
     is judged (and refused with a reason) as modern rather than served as legacy."""
     meta = params.get("_meta") if isinstance(params, JSON_OBJECT) else None
-    return isinstance(meta, JSON_OBJECT) and PROTOCOL_VERSION_KEY in meta
+    return meta is not None and isinstance(meta, JSON_OBJECT) and PROTOCOL_VERSION_KEY in meta
 
 
 def read_envelope(params: Mapping[str, Any] | None) -> Envelope:
@@ -199,7 +199,7 @@ def without_envelope(params: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if params is None:
         return None
     meta = params.get("_meta")
-    if not isinstance(meta, JSON_OBJECT) or not any(key.startswith(RESERVED_PREFIX) for key in meta):
+    if meta is None or not isinstance(meta, JSON_OBJECT) or not any(key.startswith(RESERVED_PREFIX) for key in meta):
         return dict(params)
     kept = _unreserved(meta)
     rest = {key: value for key, value in params.items() if key != "_meta"}

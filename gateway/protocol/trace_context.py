@@ -40,7 +40,7 @@ def carried(params: Mapping[str, Any] | None) -> dict[str, str]:
     """The trace context a request's ``params._meta`` carries (only usable values): what a SERVER span
     is parented by, and the HTTP headers an outgoing request mirrors it in."""
     meta = params.get("_meta") if isinstance(params, JSON_OBJECT) else None
-    if not isinstance(meta, JSON_OBJECT) or meta.keys().isdisjoint(TRACE_KEYS):
+    if meta is None or not isinstance(meta, JSON_OBJECT) or meta.keys().isdisjoint(TRACE_KEYS):
         return {}  # (most requests carry none: the keys are compared in C, and no ABC check runs for a dict)
     return _usable_of(meta)
 
