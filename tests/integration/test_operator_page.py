@@ -100,6 +100,25 @@ async def test_unauthenticated_access_is_refused(tmp_path: Path) -> None:
         assert CI not in page.text
 
 
+async def test_a_sign_out_ends_the_event_streams_opened_under_it(tmp_path: Path) -> None:
+    """Found by a tester: after the sign-out, a stream the page had open went on pushing audit events
+    (who asked for which prompt) to the signed-out browser until it closed the stream itself."""
+    async with running_gateway(config(tmp_path)) as gateway, httpx.AsyncClient(base_url=gateway.url) as http:
+        signed_in = await http.post("/admin/sign-in", data={"token": ADMIN})
+        cookie = signed_in.headers["set-cookie"].split(";", 1)[0]
+        async with http.stream("GET", "/admin/events", headers={"Cookie": cookie}, timeout=30) as events:
+            lines = events.aiter_lines()
+            assert (await anext(lines)).startswith("event: upstreams")
+            assert (await http.post("/admin/sign-out", headers={"Cookie": cookie})).status_code == 303
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {CI}"}) as client_http,
+                Client(streamable_http_client(f"{gateway.url}/mcp", http_client=client_http), mode="legacy") as client,
+            ):
+                await client.get_prompt("writing__summarize", {"text": "hi"})  # an audit event to push
+            rest = [line async for line in lines]  # the stream ends (a time-out would raise)
+        assert not [line for line in rest if line.startswith("event: audit")], rest
+
+
 async def test_the_page_in_a_browser(tmp_path: Path) -> None:
     executable = chromium()
     from playwright.async_api import async_playwright, expect

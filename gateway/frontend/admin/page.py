@@ -66,6 +66,9 @@ SIGN_IN = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>p
 MAX_FORM_BYTES = 4096
 """The sign-in form's body at most (a token and its field name): a longer one is refused unread."""
 PUSH_INTERVAL_S = 0.5
+SIGN_IN_CHECK_S = 5.0
+"""How often an open event stream asks whether the sign-in it was opened under still holds, with no
+change to push (a sign-out on this replica ends its streams at once; one on another, by then)."""
 
 
 class OperatorView(Protocol):
@@ -123,6 +126,7 @@ class AdminPage:
         self._sign_outs = SignOuts(shared_sign_outs or NoCluster())
         self._failures = SignInFailures(settings.sign_in_failures) if settings.token is not None else None
         self._closing = anyio.Event()
+        self._signed_out = anyio.Event()  # set (and replaced) on each sign-out here: streams look again
         self._base = settings.path.rstrip("/")
         self._templates = _environment()
 
@@ -245,6 +249,8 @@ class AdminPage:
         if sign_in is not None:
             await self._sign_outs.sign_out(sign_in, now)
             log.info("admin_signed_out", client=request.client.host if request.client is not None else "")
+            self._signed_out.set()
+            self._signed_out = anyio.Event()
         answer = RedirectResponse(self._base, status_code=303)
         secure = request.url.scheme == "https"
         answer.delete_cookie(COOKIE, path=self._base, httponly=True, samesite="strict", secure=secure)
@@ -270,18 +276,35 @@ class AdminPage:
     async def _events(self, request: Request) -> Response:
         """The upstreams' states at once, then what changes: states, the catalog (an upstream's prompts,
         a reload) and new audit events, each at most once per ``PUSH_INTERVAL_S`` (a busy gateway keeps
-        an audit event per request)."""
+        an audit event per request). A stream opened under a sign-in ends with it: nothing is pushed
+        once it is signed out (or its cookie has expired)."""
         view = self._view
+        cookie, token = request.cookies.get(COOKIE), self._settings.token
+        sign_in = sign_in_of(cookie, token, time.time()) if cookie is not None and token is not None else None
+        if sign_in is not None and await self._sign_outs.ended(sign_in):
+            sign_in = None  # (let in by its bearer token, which a sign-out does not end)
+
+        async def signed_in() -> bool:
+            if sign_in is None or cookie is None or token is None:
+                return True
+            return sign_in_of(cookie, token, time.time()) is not None and not await self._sign_outs.ended(sign_in)
 
         async def changes() -> AsyncIterator[bytes]:
             yield _event("upstreams", view.upstreams())
             shown = view.versions()
             while not self._closing.is_set():
                 if view.versions() == shown:
-                    await self._until_closing(view.changed())
+                    with anyio.move_on_after(SIGN_IN_CHECK_S if sign_in is not None else float("inf")):
+                        await self._until_closing(view.changed(), self._signed_out)
+                    if view.versions() == shown:  # a sign-out, or time to look again
+                        if not await signed_in():
+                            return
+                        continue
                     await self._until_closing(anyio.sleep(PUSH_INTERVAL_S))  # changes close together: one push
                     if self._closing.is_set():
                         return
+                if not await signed_in():
+                    return
                 states, audit = view.versions()
                 if states != shown[0]:  # the catalog first: it reads the lists whose counts the rows show
                     yield _event("catalog", await view.prompts())
@@ -292,15 +315,16 @@ class AdminPage:
 
         return sse_response(changes())
 
-    async def _until_closing(self, waited: Awaitable[None]) -> None:
-        """``waited``, unless the gateway starts stopping first."""
+    async def _until_closing(self, waited: Awaitable[None], *or_until: anyio.Event) -> None:
+        """``waited``, unless the gateway starts stopping first (or one of ``or_until`` is set)."""
         async with anyio.create_task_group() as tg:
 
-            async def closing() -> None:
-                await self._closing.wait()
+            async def until(event: anyio.Event) -> None:
+                await event.wait()
                 tg.cancel_scope.cancel()
 
-            tg.start_soon(closing)
+            for event in (self._closing, *or_until):
+                tg.start_soon(until, event)
             await waited
             tg.cancel_scope.cancel()
 
