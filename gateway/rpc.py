@@ -37,6 +37,7 @@ from gateway.protocol.jsonrpc import (
     dumps,
     encode,
     error_response,
+    id_at_edges,
     request_id_of,
     to_wire,
 )
@@ -249,7 +250,13 @@ class RpcPeer:
                 return
             except MessageTooLarge as exc:
                 self._log.warning("message_too_large", limit=exc.limit)
-                await self._answer_error(None, InvalidRequest(f"Invalid Request: {exc}"))
+                request_id = id_at_edges(exc.head, exc.tail)
+                pending = self._pending.get(request_id) if request_id is not None else None
+                if request_id is not None and pending is not None:  # our request's answer: it fails now
+                    too_large = f"its answer is over the size limit ({exc.limit} bytes)"  # (not at its time-out)
+                    pending.settle(UnusableResponse(request_id, too_large))
+                else:  # a request of the peer's: answered (with its id when found), as any bad message is
+                    await self._answer_error(request_id, InvalidRequest(f"Invalid Request: {exc}"))
                 continue
             await self._take(frame)
 

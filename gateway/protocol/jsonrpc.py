@@ -202,6 +202,26 @@ def request_id_of(error: BaseException) -> RequestId | None:
     return value if _valid_id(value) else None
 
 
+_ID_VALUE = rb'(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")'
+_ID_FIRST = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID_VALUE)
+_ID_LAST = re.compile(rb'[,{]\s*"id"\s*:\s*' + _ID_VALUE + rb"\s*\}\s*\Z")
+
+
+def id_at_edges(head: bytes, tail: bytes) -> RequestId | None:
+    """The id of a message known only by its first and last bytes (one too large to be read: it is
+    skipped, not parsed), so that its request can be answered rather than left to time out. Only an id
+    that is surely the message's own is found: its first member (``{"jsonrpc":"2.0","id":...``, as the
+    Python SDK writes it), or its last, right before the closing brace (``...,"id":7}``, the TypeScript
+    SDK's order); an ``"id"`` anywhere else may be a member of something nested."""
+    for pattern, edge in ((_ID_FIRST, head), (_ID_LAST, tail)):
+        found = pattern.search(edge)
+        if found is not None:
+            value = json.loads(found.group(1))
+            if _valid_id(value):
+                return value  # type: ignore[no-any-return]
+    return None
+
+
 def decode(data: bytes | str) -> Message | Batch:
     """Parse one frame. Raises ParseError (not JSON), InvalidRequest (not JSON-RPC) or InvalidParams
     (params holding what JSON text can spell but Unicode cannot carry)."""

@@ -10,12 +10,20 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
-class MessageTooLarge(Exception):
-    """A frame exceeded the size bound; it was skipped whole, and the stream is still usable."""
+EDGE_BYTES = 256
+"""How much of an oversize frame's start and end is kept: enough to find its id, which a JSON-RPC
+message puts first (the Python SDK's) or last (the TypeScript SDK's)."""
 
-    def __init__(self, limit: int) -> None:
+
+class MessageTooLarge(Exception):
+    """A frame exceeded the size bound; it was skipped whole, and the stream is still usable. ``head`` and
+    ``tail``: its first and last ``EDGE_BYTES``, where its id is (so that its request can be answered)."""
+
+    def __init__(self, limit: int, head: bytes = b"", tail: bytes = b"") -> None:
         super().__init__(f"message larger than {limit} bytes")
         self.limit = limit
+        self.head = head
+        self.tail = tail
 
 
 class MessageStream(Protocol):
@@ -60,6 +68,7 @@ class NewlineFramedStream:
         self._buffer = bytearray()
         self._send_lock = anyio.Lock(fast_acquire=True)  # uncontended (the usual case): no extra checkpoint
         self._skipping = False
+        self._skipped_head = self._skipped_tail = b""  # the edges of the oversize frame being skipped
 
     async def send(self, frame: bytes) -> None:
         async with self._send_lock:
@@ -73,14 +82,18 @@ class NewlineFramedStream:
                 del self._buffer[: newline + 1]
                 if self._skipping:
                     self._skipping = False
-                    raise MessageTooLarge(self._max)
+                    tail = (self._skipped_tail + frame.rstrip(b"\r"))[-EDGE_BYTES:]
+                    raise MessageTooLarge(self._max, self._skipped_head, tail)
                 frame = frame.rstrip(b"\r")
                 if len(frame) > self._max:
-                    raise MessageTooLarge(self._max)
+                    raise MessageTooLarge(self._max, frame[:EDGE_BYTES], frame[-EDGE_BYTES:])
                 if frame.strip():
                     return frame
                 continue
             if len(self._buffer) > self._max:
+                if not self._skipping:
+                    self._skipped_head = bytes(self._buffer[:EDGE_BYTES])
+                self._skipped_tail = bytes(self._buffer[-EDGE_BYTES:])
                 self._skipping = True
                 self._buffer.clear()
             try:

@@ -65,7 +65,9 @@ MISBEHAVIOURS: list[tuple[str, tuple[str, ...]]] = [
     ("bad__hang", ("Upstream 'bad' did not answer prompts/get within 2.0s",)),
     ("bad__garbage", ("Upstream 'bad' did not answer",)),
     ("bad__wrong_id", ("Upstream 'bad' did not answer",)),
-    ("bad__huge", ("Upstream 'bad' did not answer",)),
+    # (an answer over the size limit was skipped, and its request left to time out: "did not answer")
+    ("bad__huge", ("Upstream 'bad'", "its answer is over the size limit (1048576 bytes)")),
+    ("bad__huge_id_last", ("Upstream 'bad'", "its answer is over the size limit (1048576 bytes)")),
     ("bad__bad_result", ("Upstream 'bad' sent an invalid prompts/get result", "messages.0.role")),
 ]
 

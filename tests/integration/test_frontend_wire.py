@@ -110,8 +110,16 @@ MALFORMED: list[tuple[bytes, dict[str, Any]]] = [
     (b'{"jsonrpc":"2.0","id":10,"method":"prompts/list","params":{"cursor":"forged"}}', {"id": 10, "code": -32602}),
     (
         b'{"jsonrpc":"2.0","id":11,"method":"prompts/get","params":{"name":"' + b"x" * 8000 + b'"}}',
+        {"id": 11, "code": -32600},
+    ),  # over max_message_bytes: skipped whole, answered by the id its start gives (it was null: the client waited)
+    (
+        b'{"method":"prompts/get","params":{"name":"' + b"x" * 8000 + b'"},"jsonrpc":"2.0","id":"last"}',
+        {"id": "last", "code": -32600},
+    ),  # the TypeScript SDK's order: the id at its end
+    (
+        b'{"jsonrpc":"2.0","method":"x","params":{"name":"' + b"x" * 8000 + b'","id":12}}',
         {"id": None, "code": -32600},
-    ),  # over max_message_bytes: skipped whole
+    ),  # an "id" nested at its end is not the message's
 ]
 
 

@@ -2,7 +2,8 @@
 
 Each prompt is one fault: ``ok``, ``crash`` (exits mid-request), ``hang`` (never answers), ``slow``
 (answers after 30 s unless cancelled), ``garbage`` (answers with a line that is not JSON),
-``wrong_id``, ``bad_result`` (invalid role and base64), ``huge`` (an answer over any sane limit),
+``wrong_id``, ``bad_result`` (invalid role and base64), ``huge`` (an answer over any sane limit;
+``huge_id_last`` the same with its id last, as the TypeScript SDK orders a message's members),
 ``progress`` (two progress notifications first), ``storm`` (``count`` list_changed in a burst),
 ``cancel_status`` (which request ids were slow, and which of them were cancelled), and values JSON can
 spell but UTF-8 JSON cannot carry: ``surrogate_result`` (a lone surrogate in the text), ``nan_meta``
@@ -34,6 +35,7 @@ PROMPTS = [
     "wrong_id",
     "bad_result",
     "huge",
+    "huge_id_last",
     "progress",
     "storm",
     "cancel_status",
@@ -90,6 +92,8 @@ def get_prompt(request_id: Any, params: dict[str, Any]) -> None:
         )
     elif name == "huge":
         reply(request_id, text("x" * (6 * 1024 * 1024)))
+    elif name == "huge_id_last":
+        send({"result": text("x" * (6 * 1024 * 1024)), "jsonrpc": "2.0", "id": request_id})
     elif name == "progress":
         token = (params.get("_meta") or {}).get("progressToken")
         for step in (1, 2):

@@ -1,0 +1,45 @@
+"""The id of a message too large to read is found from its first and last bytes alone, in either order of
+members the SDKs write, whatever the message holds; an "id" nested anywhere is never taken for its own."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.protocol.jsonrpc import id_at_edges
+from gateway.transports.base import EDGE_BYTES
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["id", "a", "x"]), inner, max_size=3),
+    max_leaves=20,
+)
+ids = st.integers(-(10**15), 10**15) | st.text(max_size=40)
+padding = st.integers(0, 3 * EDGE_BYTES)
+
+
+def edges(message: dict[str, Any], pad: int) -> tuple[bytes, bytes]:
+    frame = json.dumps(message, ensure_ascii=False).encode()
+    return frame[:EDGE_BYTES], frame[-EDGE_BYTES:]
+
+
+@given(ids, json_values, padding)
+def test_the_id_first_as_the_python_sdk_writes_it(request_id: Any, result: Any, pad: int) -> None:
+    message = {"jsonrpc": "2.0", "id": request_id, "result": {"pad": "x" * pad, "value": result}}
+    assert id_at_edges(*edges(message, pad)) == request_id
+
+
+@given(ids, json_values, padding)
+def test_the_id_last_as_the_typescript_sdk_writes_it(request_id: Any, result: Any, pad: int) -> None:
+    message = {"result": {"value": result, "pad": "x" * pad}, "jsonrpc": "2.0", "id": request_id}
+    assert id_at_edges(*edges(message, pad)) == request_id
+
+
+@given(json_values, padding, st.sampled_from(["first", "last"]))
+def test_an_id_nested_anywhere_is_not_the_messages(params: Any, pad: int, where: str) -> None:
+    nested = {"pad": "x" * pad, "id": 7, "value": params} if where == "first" else {"value": params, "id": 7}
+    message = {"jsonrpc": "2.0", "method": "notifications/message", "params": nested}
+    assert id_at_edges(*edges(message, pad)) is None
