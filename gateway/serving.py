@@ -16,7 +16,8 @@ from gateway.app import CLIENT_REQUEST_TIMEOUT_S, Gateway
 from gateway.cluster.replicas import NoCluster, RedisCluster
 from gateway.cluster.session_ids import SessionIds
 from gateway.config import Config, ServerSettings
-from gateway.frontend.http.connection_guard import ConnectionBounds, guarded
+from gateway.frontend.http.connection_bounds import ConnectionBounds
+from gateway.frontend.http.connection_guard import guarded
 from gateway.frontend.http.server import HttpFrontend
 from gateway.frontend.http.sessions import Ask, Push
 from gateway.frontend.session import ClientSession

@@ -31,10 +31,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from httpx_sse import EventSource
 from yarl import URL
 
+from gateway.protocol.jsonrpc import id_at_edges
 from gateway.protocol.modern import request_headers
 from gateway.protocol.trace_context import carried
 from gateway.protocol.versions import is_modern
-from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES, HTTP_STATUS_DATA_KEY
+from gateway.transports.base import DEFAULT_MAX_MESSAGE_BYTES, EDGE_BYTES, HTTP_STATUS_DATA_KEY
 from gateway.transports.client_credentials import TokenUnavailable, UpstreamToken
 from gateway.transports.http_options import HTTP_ERRORS, HttpOptions, describe, upstream_session
 from gateway.transports.sse_bodies import events_of
@@ -88,6 +89,10 @@ UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 """What a server (or the proxy before it) answers while it is not there: the connection is given up."""
 
 
+def _too_large(limit: int) -> str:
+    return f"the answer is over the message size limit ({limit} bytes)"
+
+
 def _error_frame(request_id: Any, message: str, status: int | None = None) -> bytes:
     error: dict[str, Any] = {"code": -32603, "message": message}
     if status is not None:
@@ -131,9 +136,12 @@ class _HttpStream:
 
     async def _deliver(self, data: bytes) -> None:
         for frame in _frames_of(data):
-            if len(frame) > self._max:
+            if len(frame) > self._max:  # (an SSE event's: a JSON body is bounded as it is read)
                 log.warning("upstream_message_too_large", size=len(frame), limit=self._max)
-                continue
+                request_id = id_at_edges(frame[:EDGE_BYTES], frame[-EDGE_BYTES:])
+                if request_id is None:
+                    continue
+                frame = _error_frame(request_id, f"HTTP request failed: {_too_large(self._max)}")
             with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 await self._in.send(frame)
 
@@ -290,7 +298,7 @@ class StreamableHttpStream(_HttpStream):
         async for chunk in response.content.iter_any():
             body += chunk
             if len(body) > self._max:
-                raise _TooLarge(f"the answer is over the message size limit ({self._max} bytes)")
+                raise _TooLarge(_too_large(self._max))
         return bytes(body)
 
     async def _read_stream(self, source: EventSource, request_id: Any) -> None:

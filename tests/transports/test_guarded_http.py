@@ -17,7 +17,8 @@ from starlette.routing import Route
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.frontend.http import connection_guard
-from gateway.frontend.http.connection_guard import ConnectionBounds, guarded
+from gateway.frontend.http.connection_bounds import ConnectionBounds
+from gateway.frontend.http.connection_guard import guarded
 from tests.transports.uvicorn_server import serving
 
 pytestmark = pytest.mark.anyio

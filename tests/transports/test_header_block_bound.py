@@ -19,7 +19,8 @@ import httptools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.frontend.http.connection_guard import ConnectionBounds, ConnectionCounter, GuardedProtocol
+from gateway.frontend.http.connection_bounds import ConnectionBounds, ConnectionCounter
+from gateway.frontend.http.connection_guard import GuardedProtocol
 
 LIMIT = 1024
 

@@ -7,8 +7,9 @@ the 401 it earns. The server (uvicorn) bounds none of these, so every connection
 in :class:`GuardedProtocol`, which sees the bytes first.
 
 It wraps by composition (uvicorn's ``http=`` takes any protocol class) and finds where each request's
-header block and body end with its own llhttp parser (httptools, the parser uvicorn uses): nothing here
-parses HTTP by hand, and nothing here knows about MCP.
+header block and body end with its own llhttp parser (httptools, the parser uvicorn uses), measuring a
+block's fields only where a read could hold one over the bound (``header_blocks.py``), and times them on
+one timer (``timeouts.py``): nothing here parses HTTP by hand, and nothing here knows about MCP.
 
 An answer given before the request has all arrived (its own refusals, 431, 408 and 503, and the
 application's, such as a 413, after which the server closes) leaves as HTTP servers send it: the write
@@ -22,15 +23,16 @@ most do before they read) would lose the answer. A lingering connection still co
 from __future__ import annotations
 
 import asyncio
-import json
-from collections import Counter
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any, cast
 
 import httptools
 import structlog
+
+from gateway.frontend.http.connection_bounds import ConnectionBounds, ConnectionCounter, refusal
+from gateway.frontend.http.header_blocks import HeaderBlocks
+from gateway.frontend.http.timeouts import Timeouts
 
 log = structlog.get_logger("gateway.http")
 
@@ -43,55 +45,8 @@ _KEEP, _NONE, _HEADER, _BODY = range(4)
 """What a parsed read does to the request's clock: leaves it, stops it, or starts the header block's or
 the body's time-out (the moment is the read's: a callback fires within it)."""
 
-_EARLY_S = 0.001
-"""How early the timer may fire and count as on time: the loop's timers (libuv's, under uvloop) count
-whole milliseconds, so one may fire just before its time; waiting again for that fraction would spin."""
-
 LINGER_MAX_BYTES = 256 * 1024 * 1024
 """How much of what a client still sends after its answer is read (and dropped) before the connection closes."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionBounds:
-    max_connections: int
-    max_connections_per_client: int
-    max_header_bytes: int
-    header_timeout_s: float
-    body_timeout_s: float
-
-
-class ConnectionCounter:
-    """Open connections, in all and per client address, shared by every connection of one server."""
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.per_address: Counter[str] = Counter()
-
-    def admit(self, address: str, bounds: ConnectionBounds) -> str | None:
-        """Count the connection in, or say which bound refuses it."""
-        if self.total >= bounds.max_connections:
-            return f"the gateway has {bounds.max_connections} connections open"
-        if self.per_address[address] >= bounds.max_connections_per_client:
-            return f"{bounds.max_connections_per_client} connections are open from this address"
-        self.total += 1
-        self.per_address[address] += 1
-        return None
-
-    def release(self, address: str) -> None:
-        self.total -= 1
-        self.per_address[address] -= 1
-        if self.per_address[address] <= 0:
-            del self.per_address[address]
-
-
-def _refusal(status: int, reason: str, message: str, **headers: str) -> bytes:
-    """A whole HTTP/1.1 response that closes the connection, its body a JSON-RPC error without an id
-    (as the front end's own refusals are)."""
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
-    head = [f"HTTP/1.1 {status} {reason}", "Content-Type: application/json", f"Content-Length: {len(body)}"]
-    head += [f"{name}: {value}" for name, value in headers.items()]
-    head.append("Connection: close")
-    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
 class _InnerTransport:
@@ -124,51 +79,6 @@ class _InnerTransport:
         return getattr(self._transport, name)
 
 
-class _HeaderBlocks:
-    """The exact size of each header block (request target and fields), by an llhttp parser of its own
-    that hands every field over: the guard's own parser asks for none, since llhttp handing fields to
-    Python costs more than the rest of its parse (6% of a relayed request's CPU).
-
-    A read that begins between requests and is no longer than the bound cannot hold a block over it, so
-    most reads need no sizes. This parser is made where one could: a read longer than the bound, or a
-    block going on into the next read (this read is parsed again, from the request's start); it is fed
-    every read from then on, as the guard's parser is, until a read ends between requests.
-
-    Left: a request that begins in a read which began inside another's body (pipelined behind a body
-    that came in pieces), where no parser knows the block's start. Its block is measured by the lengths
-    of the reads it spans, whole: never less than it is, and more only for such a pipelining client."""
-
-    __slots__ = ("_parser", "current", "largest")
-
-    def __init__(self) -> None:
-        self.current = 0  # the block being read, or the last one
-        self.largest = 0  # the largest block in the latest read (the one going on included)
-        self._parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
-
-    def feed(self, data: bytes) -> None:
-        self.largest = self.current
-        if self._parser is None:
-            return
-        try:
-            self._parser.feed_data(data)
-        except (httptools.HttpParserUpgrade, httptools.HttpParserError):
-            self._parser = None  # the guard's own parser stops at the same byte and stops watching
-
-    def on_message_begin(self) -> None:
-        self.current = 0
-
-    def on_url(self, url: bytes) -> None:
-        self._grow(len(url))
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._grow(len(name) + len(value) + 4)  # ": " and CRLF
-
-    def _grow(self, size: int) -> None:
-        self.current += size
-        if self.current > self.largest:
-            self.largest = self.current
-
-
 class GuardedProtocol(asyncio.Protocol):
     """One connection: counted against the bounds, its requests timed and measured, everything else
     passed to ``inner`` untouched (flow control included)."""
@@ -189,17 +99,14 @@ class GuardedProtocol(asyncio.Protocol):
         self._address: str | None = None  # set once counted in
         self._parser: httptools.HttpRequestParser | None = None
         self._in_headers = True  # the connection starts waiting for a request's header block
-        self._header_bytes = 0  # raw bytes of reads that ended inside the header block (see _HeaderBlocks)
-        self._blocks: _HeaderBlocks | None = None  # exact block sizes, for reads that could hold one too large
-        self._unmeasured_read = 0  # the length of a read that began inside a body with no _HeaderBlocks, else 0
+        self._header_bytes = 0  # raw bytes of reads that ended inside the header block (see HeaderBlocks)
+        self._blocks: HeaderBlocks | None = None  # exact block sizes, for reads that could hold one too large
+        self._unmeasured_read = 0  # the length of a read that began inside a body with no HeaderBlocks, else 0
         self._block_unmeasured = False  # the block being read began in such a read: measured by read lengths
         self._began_in_read = False  # a request began during the read being parsed
         self._request_open = False  # a request began and has not all arrived
         self._served_one = False
-        self._timer: asyncio.TimerHandle | None = None  # the connection's one timer (see _arm)
-        self._timer_at = 0.0
-        self._due = 0.0  # when the running clock runs out
-        self._on_due: Callable[[], None] | None = None  # what it then does; None: no clock runs
+        self._timeouts = Timeouts(loop)  # the header block's or the body's time-out, or the linger's
         self._clock = _KEEP  # the clock the read being parsed asks for, set once it is parsed
         self._on_lost: set[Callable[[], None]] = set()  # told once when the client is gone
         self.lingering = False  # answered and shut for writing: what arrives is dropped
@@ -217,13 +124,13 @@ class GuardedProtocol(asyncio.Protocol):
         if refused is not None:
             log.warning("connection_refused", client=address, reason=refused)
             transport.write(
-                _refusal(503, "Service Unavailable", f"Service Unavailable: {refused}", **{"Retry-After": "5"})
+                refusal(503, "Service Unavailable", f"Service Unavailable: {refused}", **{"Retry-After": "5"})
             )
             self._linger()
             return
         self._address = address
         self._parser = httptools.HttpRequestParser(self)
-        self._arm(self._bounds.header_timeout_s, self._header_timeout)  # a connection that never speaks
+        self._timeouts.start(self._bounds.header_timeout_s, self._header_timeout)  # a connection that never speaks
         self._inner_transport = _InnerTransport(transport, self)
         self._inner.connection_made(cast("asyncio.Transport", self._inner_transport))
 
@@ -240,7 +147,7 @@ class GuardedProtocol(asyncio.Protocol):
             elif not at_boundary:
                 self._unmeasured_read = len(data)  # (a request may begin behind the body: pipelined)
             elif len(data) > self._bounds.max_header_bytes:
-                blocks = self._blocks = _HeaderBlocks()
+                blocks = self._blocks = HeaderBlocks()
                 blocks.feed(data)
             was_in_headers = self._in_headers
             self._began_in_read = False
@@ -264,7 +171,7 @@ class GuardedProtocol(asyncio.Protocol):
             if not self._request_open:
                 self._blocks = None  # between requests: the next read is judged by its length again
             elif blocks is None and at_boundary and self._in_headers:  # a block goes on into the next read:
-                blocks = self._blocks = _HeaderBlocks()  # measured from where it began, this read parsed again
+                blocks = self._blocks = HeaderBlocks()  # measured from where it began, this read parsed again
                 blocks.feed(data)
             largest = blocks.largest if blocks is not None else 0
             if max(self._header_bytes, largest) > self._bounds.max_header_bytes:
@@ -283,7 +190,7 @@ class GuardedProtocol(asyncio.Protocol):
         return self._inner.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_timer()
+        self._timeouts.close()
         self._closed = True
         if self._address is not None:
             self._counter.release(self._address)
@@ -328,11 +235,11 @@ class GuardedProtocol(asyncio.Protocol):
         """The clock the parsed read left running: the callbacks only say which (the last one wins), so a
         request that arrives whole in one read, as nearly all do, arms and cancels no timer at all."""
         if clock == _NONE:
-            self._on_due = None  # the timer stays; it finds nothing due (see _arm)
+            self._timeouts.stop()
         elif clock == _HEADER:
-            self._arm(self._bounds.header_timeout_s, self._header_timeout)
+            self._timeouts.start(self._bounds.header_timeout_s, self._header_timeout)
         else:
-            self._arm(self._bounds.body_timeout_s, self._body_timeout)
+            self._timeouts.start(self._bounds.body_timeout_s, self._body_timeout)
 
     def _refuse_headers(self) -> None:
         limit = self._bounds.max_header_bytes
@@ -368,7 +275,7 @@ class GuardedProtocol(asyncio.Protocol):
 
     def _answer(self, status: int, reason: str, problem: str) -> None:
         assert self._transport is not None  # noqa: S101 - only after connection_made
-        self._transport.write(_refusal(status, reason, f"{reason}: {problem}"))
+        self._transport.write(refusal(status, reason, f"{reason}: {problem}"))
         self._linger()
 
     def _inner_answer(self) -> str:
@@ -439,7 +346,7 @@ class GuardedProtocol(asyncio.Protocol):
             self._inner_transport.stop_writing()
         transport.write_eof()
         transport.resume_reading()  # the server may have paused it (a body it had not asked for yet)
-        self._arm(self._bounds.header_timeout_s, self._close)
+        self._timeouts.start(self._bounds.header_timeout_s, self._close)
 
     def _drain(self, size: int) -> None:
         self._drained += size
@@ -448,47 +355,13 @@ class GuardedProtocol(asyncio.Protocol):
 
     def _close(self) -> None:
         self._closed = True
-        self._cancel_timer()
+        self._timeouts.close()
         if self._transport is not None:
             self._transport.close()
 
     def _stop_watching(self) -> None:
         self._parser = None
-        self._cancel_timer()
-
-    def _arm(self, delay: float, callback: Callable[[], None]) -> None:
-        """Run ``callback`` in ``delay`` seconds unless the clock is stopped or set again first. One timer
-        serves the connection's clocks and is only ever moved earlier: a clock stopped or set later leaves
-        it, and when it fires it waits again for what is then due, or does nothing. A request whose body
-        comes in a read after its header block (as most clients send them) so costs no timer handle of
-        its own (arming and cancelling one was 5% of a relayed request's CPU)."""
-        loop = self._loop
-        self._due, self._on_due = loop.time() + delay, callback
-        if self._timer is None or self._due < self._timer_at:
-            self._set_timer(loop, self._due)
-
-    def _set_timer(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer, self._timer_at = loop.call_at(at, self._fire), at
-
-    def _fire(self) -> None:
-        self._timer = None
-        callback = self._on_due
-        if callback is None:
-            return
-        if self._due > self._loop.time() + _EARLY_S:
-            self._set_timer(self._loop, self._due)
-            return
-        self._on_due = None
-        callback()
-
-    def _cancel_timer(self) -> None:
-        """Stop the clock and its timer (a connection that is done: the timer would hold it until then)."""
-        self._on_due = None
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._timeouts.close()
 
 
 def guarded(protocol_class: Callable[..., asyncio.Protocol], bounds: ConnectionBounds) -> type[asyncio.Protocol]:

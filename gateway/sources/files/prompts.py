@@ -41,6 +41,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from gateway.protocol.meta_keys import TAGS_META_KEY
 from gateway.sources.files import claude_code, vscode
 from gateway.sources.files.common import Argument, lenient_front_matter, text_of, valid_name
+from gateway.sources.files.kinds import Format, Kind, kind_of
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_OUTPUT_CHARS = 512 * 1024
@@ -52,11 +53,6 @@ _NONCE = secrets.token_hex(8)  # marks where an attachment goes in rendered text
 _PLACED = re.compile(rf"^<!-- attachment {_NONCE} ([0-9]+) -->$", re.MULTILINE)
 MAX_ATTACHMENT_BYTES = 1024 * 1024
 MAX_ATTACHMENTS = 16
-
-Kind = Literal["template", "claude-command", "vscode-prompt"]
-Format = Literal["auto", "claude-code", "claude-plugin", "vscode", "template"]
-"""What a directory holds: ``auto`` tells each file's kind by its name and place; ``claude-plugin`` (a
-Claude Code plugin: ``.claude-plugin/`` beside ``commands/`` and ``skills/``) is found by looking."""
 
 
 class PromptFileError(Exception):
@@ -228,42 +224,6 @@ def _messages(text: str, attachments: Sequence[dict[str, Any]] = ()) -> list[dic
 _ENVIRONMENT = ImmutableSandboxedEnvironment(
     undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
 )
-
-
-def kind_of(relative: str, directory_format: Format = "auto") -> Kind | None:
-    """Which kind a file is, by its path relative to the directory and what the directory holds (None:
-    not a prompt file). ``directory_format`` is the configured ``format``, or what ``format_of`` found."""
-    parts = relative.split("/")
-    if not parts[-1].endswith(".md"):
-        return None
-    if directory_format == "claude-plugin":  # its commands/ and skills/, nothing else
-        if parts[0] == "commands" or (parts[0] == "skills" and parts[-1] == "SKILL.md" and len(parts) == 3):
-            return "claude-command"
-        return None
-    if directory_format != "auto":
-        if directory_format == "vscode":
-            return "vscode-prompt" if parts[-1].endswith(".prompt.md") else None
-        return "claude-command" if directory_format == "claude-code" else "template"
-    if parts[-1].endswith(".prompt.md"):
-        return "vscode-prompt"
-    if _under(parts, ".claude", "commands"):
-        return "claude-command"
-    if _under(parts, ".claude", "skills"):
-        return "claude-command" if parts[-1] == "SKILL.md" and len(parts) >= 4 else None
-    return "template"
-
-
-def _under(parts: list[str], *folders: str) -> bool:
-    return any(parts[i : i + len(folders)] == list(folders) for i in range(len(parts) - len(folders)))
-
-
-def format_of(resolved_root: str) -> Format:
-    """What a directory holds by where it is: inside ``.claude/commands`` (a project's or ``~/.claude``),
-    Claude Code's commands; else each file by its own name and place."""
-    parts = resolved_root.replace("\\", "/").split("/")
-    if any(parts[i : i + 2] == [".claude", "commands"] for i in range(len(parts) - 1)):
-        return "claude-code"
-    return "auto"
 
 
 def parse_prompt_file(relative: str, text: str, directory_format: Format = "auto") -> FilePrompt:

@@ -28,17 +28,15 @@ from gateway.config import FilesUpstream
 from gateway.observability.tracing import tracing
 from gateway.protocol.errors import UpstreamRejected, UpstreamUnavailable
 from gateway.sources.files.common import valid_name
+from gateway.sources.files.kinds import Format, format_of, kind_of
 from gateway.sources.files.prompts import (
     MAX_ATTACHMENT_BYTES,
     MAX_FILE_BYTES,
     Attachment,
     FilePrompt,
-    Format,
     NotOffered,
     PromptFileError,
     RenderError,
-    format_of,
-    kind_of,
     parse_prompt_file,
 )
 from gateway.sources.files.skills import LocalSkill, scan_skills
