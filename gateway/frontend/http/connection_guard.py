@@ -103,6 +103,7 @@ class GuardedProtocol(asyncio.Protocol):
         self._blocks: HeaderBlocks | None = None  # exact block sizes, for reads that could hold one too large
         self._unmeasured_read = 0  # the length of a read that began inside a body with no HeaderBlocks, else 0
         self._block_unmeasured = False  # the block being read began in such a read: measured by read lengths
+        self._over_bound = False  # a block of the read being parsed is over the bound
         self._began_in_read = False  # a request began during the read being parsed
         self._request_open = False  # a request began and has not all arrived
         self._served_one = False
@@ -150,7 +151,7 @@ class GuardedProtocol(asyncio.Protocol):
                 blocks = self._blocks = HeaderBlocks()
                 blocks.feed(data)
             was_in_headers = self._in_headers
-            self._began_in_read = False
+            self._began_in_read = self._over_bound = False
             upgraded = False
             try:
                 parser.feed_data(data)
@@ -166,7 +167,7 @@ class GuardedProtocol(asyncio.Protocol):
                 self._set_clock(clock)
             if self.lingering or self._closed:
                 return
-            if was_in_headers and not self._began_in_read and (self._in_headers or self._block_unmeasured):
+            if was_in_headers and self._in_headers and not self._began_in_read:
                 self._header_bytes += len(data)  # a block still arriving: what it has sent so far
             if not self._request_open:
                 self._blocks = None  # between requests: the next read is judged by its length again
@@ -174,7 +175,7 @@ class GuardedProtocol(asyncio.Protocol):
                 blocks = self._blocks = HeaderBlocks()  # measured from where it began, this read parsed again
                 blocks.feed(data)
             largest = blocks.largest if blocks is not None else 0
-            if max(self._header_bytes, largest) > self._bounds.max_header_bytes:
+            if self._over_bound or max(self._header_bytes, largest) > self._bounds.max_header_bytes:
                 self._refuse_headers()
                 return
         token = CONNECTION.set(self)
@@ -214,16 +215,22 @@ class GuardedProtocol(asyncio.Protocol):
         self._in_headers = True
         self._header_bytes = self._unmeasured_read  # all of it: where the block began in it is not known
         self._block_unmeasured = self._unmeasured_read != 0
+        if self._header_bytes > self._bounds.max_header_bytes:
+            self._over_bound = True
         if self._served_one:  # the first request's clock started with the connection
             self._clock = _HEADER
 
     def on_headers_complete(self) -> None:
         self._in_headers = False
         self._clock = _BODY
+        if self._block_unmeasured and not self._began_in_read:  # its last read, counted whole as well
+            self._header_bytes += self._unmeasured_read
+            if self._header_bytes > self._bounds.max_header_bytes:
+                self._over_bound = True  # (a request behind it in this read starts its own count)
 
     def on_message_complete(self) -> None:
         limit, blocks = self._bounds.max_header_bytes, self._blocks
-        if self._header_bytes > limit or (blocks is not None and blocks.largest > limit):
+        if self._over_bound or self._header_bytes > limit or (blocks is not None and blocks.largest > limit):
             return  # read whole in this read, refused once the read is parsed: nothing in it was served
         self._request_open = False
         self._served_one = True
