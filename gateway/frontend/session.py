@@ -19,6 +19,7 @@ from gateway.observability.tracing import RECEIVED_OVER, tracing
 from gateway.protocol.eras import for_client
 from gateway.protocol.errors import InvalidRequest, MethodNotFound
 from gateway.protocol.jsonrpc import Notification, Request
+from gateway.protocol.models import InitializeParams, parse_params
 from gateway.protocol.modern import (
     carries_envelope,
 )
@@ -91,6 +92,7 @@ class ClientSession:
         return for_client(method, result, self.protocol_version, SERVER_INFO)
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        parse_params(InitializeParams, params)  # -32602 naming the field: no session begins on a wrong one
         self.protocol_version = negotiate(params.get("protocolVersion"))
         info = params.get("clientInfo")
         self.client_info = info if isinstance(info, dict) else {}

@@ -55,6 +55,20 @@ class GetPromptParams(_Wire):
     arguments: dict[str, str] | None = None
 
 
+class ClientInfo(_Wire):
+    name: str
+    version: str | None = None  # required by the schema; never read here, so a client leaving it out is served
+
+
+class InitializeParams(_Wire):
+    """What ``initialize`` carries, in the schema's types: a revision to negotiate from, the client's
+    capabilities and who it is (each was taken as it came, and a session begun on a number or a list)."""
+
+    protocolVersion: str
+    capabilities: dict[str, Any]
+    clientInfo: ClientInfo
+
+
 class PromptRef(_Wire):
     type: Literal["ref/prompt"]
     name: str

@@ -97,7 +97,9 @@ def read_envelope(params: Mapping[str, Any] | None) -> Envelope:
     if not isinstance(capabilities, JSON_OBJECT):
         raise InvalidParams(f"Invalid params: _meta.{CLIENT_CAPABILITIES_KEY} must be an object")
     info = meta.get(CLIENT_INFO_KEY)
-    return Envelope(version, capabilities, info if isinstance(info, JSON_OBJECT) else None)
+    if info is not None and not isinstance(info, JSON_OBJECT):  # (it may be left out: not given a wrong type)
+        raise InvalidParams(f"Invalid params: _meta.{CLIENT_INFO_KEY} must be an object")
+    return Envelope(version, capabilities, info)
 
 
 def stated_version(params: Mapping[str, Any] | None) -> str | None:

@@ -81,6 +81,31 @@ async def test_version_negotiation(bare_wire: Wire, requested: str, answered: st
     assert result.capabilities.prompts.list_changed is True
 
 
+@pytest.mark.parametrize(
+    ("params", "named"),
+    [
+        ({"protocolVersion": 5, "capabilities": {}, "clientInfo": {"name": "c"}}, "params.protocolVersion"),
+        ({}, "params.protocolVersion"),
+        (None, "params.protocolVersion"),
+        ({"protocolVersion": "2025-11-25", "capabilities": [], "clientInfo": {"name": "c"}}, "params.capabilities"),
+        ({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": "me"}, "params.clientInfo"),
+        (
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"version": "1"}},
+            "params.clientInfo.name",
+        ),
+    ],
+)
+async def test_an_initialize_of_the_wrong_shape_is_refused_naming_the_field(
+    bare_wire: Wire, params: dict[str, Any] | None, named: str
+) -> None:
+    """Found by a tester: each of these began a session (a number for the version, a list for the
+    capabilities, no params at all); the official SDK's server refuses them."""
+    refused = await bare_wire.call(1, "initialize", params)
+    assert refused["error"]["code"] == -32602, refused
+    assert refused["error"]["message"].startswith(f"Invalid params: {named}"), refused
+    assert "result" in await bare_wire.call(2, "initialize", initialize())  # no session began: one can now
+
+
 async def test_lifecycle_errors(wire: Wire) -> None:
     assert (await wire.call(1, "ping"))["result"] == {}  # ping is allowed before initialize
     early = await wire.call(2, "prompts/list")
@@ -108,6 +133,16 @@ MALFORMED: list[tuple[bytes, dict[str, Any]]] = [
         {"id": 9, "code": -32602},
     ),
     (b'{"jsonrpc":"2.0","id":10,"method":"prompts/list","params":{"cursor":"forged"}}', {"id": 10, "code": -32602}),
+    # _meta of another type was served, and relayed upstream as it came
+    (
+        b'{"jsonrpc":"2.0","id":13,"method":"prompts/get","params":{"name":"x","_meta":"str"}}',
+        {"id": 13, "code": -32602},
+    ),
+    (b'{"jsonrpc":"2.0","id":14,"method":"prompts/list","params":{"_meta":null}}', {"id": 14, "code": -32602}),
+    (
+        b'{"jsonrpc":"2.0","id":15,"method":"prompts/list","params":{"_meta":{"progressToken":[1]}}}',
+        {"id": 15, "code": -32602},
+    ),
     (
         b'{"jsonrpc":"2.0","id":11,"method":"prompts/get","params":{"name":"' + b"x" * 8000 + b'"}}',
         {"id": 11, "code": -32600},

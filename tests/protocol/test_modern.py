@@ -44,6 +44,7 @@ def test_the_version_key_alone_makes_a_request_modern() -> None:
         ({"_meta": {CLIENT_CAPABILITIES_KEY: {}}}, f"missing {PROTOCOL_VERSION_KEY}"),
         ({"_meta": {**ENVELOPE, PROTOCOL_VERSION_KEY: 20260728}}, "must be a string"),
         ({"_meta": {**ENVELOPE, CLIENT_CAPABILITIES_KEY: []}}, "must be an object"),
+        ({"_meta": {**ENVELOPE, CLIENT_INFO_KEY: [1]}}, f"_meta.{CLIENT_INFO_KEY} must be an object"),  # was served
     ],
 )
 def test_a_malformed_envelope_is_invalid_params_naming_the_key(params: object, reason: str) -> None:
