@@ -103,10 +103,14 @@ class GatewayOperatorView:
         who, layers = found
         catalog = self._gateway.catalog
         explained, unavailable = await catalog.explanations(layers, name)
+        skills, skills_unavailable = await catalog.skills.explanations(layers, name)  # (by policy name or URI)
+        explained += skills
+        unavailable += [namespace for namespace in skills_unavailable if namespace not in unavailable]
         if not explained:
-            return 404, not_found(name, (await catalog.explanations(layers))[0])
+            everything = (await catalog.explanations(layers))[0] + (await catalog.skills.explanations(layers))[0]
+            return 404, not_found(name, everything)
         lines = [f"for {who}:"] + [line for item in explained for line in item.described()]
-        lines += [f"(upstream {namespace} is unavailable: its prompts are not explained)" for namespace in unavailable]
+        lines += [f"(upstream {up} is unavailable: what it serves is not explained)" for up in unavailable]
         return 200, "\n".join(lines)
 
     def audit_events(self) -> list[dict[str, Any]]:

@@ -18,7 +18,15 @@ from mcp import Client, MCPError
 from pydantic import TypeAdapter
 
 from gateway.protocol.skills import EXTENSION_ID, Skill
-from tests.integration.helpers import ListChangedWatcher, gateway_params, running_gateway, sdk_upstream, write_config
+from tests.integration.helpers import (
+    ROOT,
+    ListChangedWatcher,
+    gateway_command,
+    gateway_params,
+    running_gateway,
+    sdk_upstream,
+    write_config,
+)
 from tests.integration.test_operator_page import chromium
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -310,3 +318,23 @@ async def test_an_edited_skill_file_is_announced_as_a_resource_list_change(tmp_p
             await resources.wait()
             while await read_back(client, "skill://team/pdf-processing/templates/invoice.md") != b"Invoice v3\n":
                 await resources.wait()
+
+
+async def test_the_operator_pages_explain_form_explains_skills_as_the_command_does(tmp_path: Path) -> None:
+    """Found by a tester: the form answered 404 'no upstream lists a prompt named ...' for a skill's URI
+    or policy name, which ``prompt-gateway explain`` explains."""
+    root = skills_folder(tmp_path / "repo")
+    admin = "operator-token-0123456789"
+    config = write_config(
+        tmp_path / "g.toml",
+        [files_upstream(root, "skills")],
+        server={"transport": "http", "port": 0, "admin": {"enabled": True, "token": admin}},
+        policy={"deny": ["team__pdf-processing"]},
+    )
+    async with running_gateway(config) as gateway, httpx.AsyncClient(base_url=gateway.url) as http:
+        for name in ("skill://team/pdf-processing/SKILL.md", "team__pdf-processing"):
+            page = await http.get("/admin/explain", params={"name": name}, headers={"Authorization": f"Bearer {admin}"})
+            assert page.status_code == 200, page.text
+            cli = await anyio.run_process([*gateway_command(config, "explain"), name], cwd=ROOT, check=False)
+            assert page.text.strip() == cli.stdout.decode().strip()
+            assert "hides it" in page.text
