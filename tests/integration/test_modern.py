@@ -178,6 +178,14 @@ async def test_stateless_http_requests_are_checked_in_the_spec_order(tmp_path: P
         gone = await http.get(url, headers={"MCP-Protocol-Version": "2026-07-28", "Accept": "text/event-stream"})
         assert gone.status_code == 405
 
+        batch = await http.post(
+            url, json=[modern(12, "prompts/list")], headers={"Accept": "application/json, text/event-stream", **ok}
+        )
+        assert batch.status_code == 400  # it was told "unsupported MCP-Protocol-Version '2026-07-28'"
+        assert batch.json()["error"]["message"] == (
+            "Bad Request: 2026-07-28 has no batches: send each request in a POST of its own"
+        )
+
         stale_session = await post(
             http, url, modern(10, "prompts/list"), **{**ok, "Mcp-Method": "prompts/list", "Mcp-Session-Id": "nope"}
         )

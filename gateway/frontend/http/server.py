@@ -205,6 +205,8 @@ class HttpFrontend(StatelessPath, LegacySsePath):
             return await self._serve_stateless(request, message, principal)  # initialize included: 404, removed
         if isinstance(message, Notification) and version in MODERN_VERSIONS:
             return Response(status_code=202)  # 2026-07-28 defines no client notifications over HTTP
+        if isinstance(message, Batch) and version in MODERN_VERSIONS:  # (it was told its version is unsupported)
+            return plain(400, "Bad Request: 2026-07-28 has no batches: send each request in a POST of its own")
         if version is not None and version not in HANDSHAKE_VERSIONS:
             return plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
         if isinstance(message, Request) and message.method == "initialize":
