@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
@@ -275,8 +276,9 @@ def _decode_leniently(data: bytes | str) -> Any:
         raise ParseError(f"Parse error: not valid JSON: {exc}") from exc
     except RecursionError as exc:
         raise ParseError("Parse error: the message is nested too deeply") from exc
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise ParseError(f"Parse error: {exc}") from exc
+    except ValueError as exc:  # an integer of more digits than Python converts (its words name Python's knobs)
+        limit = sys.get_int_max_str_digits()
+        raise ParseError(f"Parse error: a number in the message has more than {limit} digits") from exc
 
 
 def to_wire(message: Message) -> JSONObject:

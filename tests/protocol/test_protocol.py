@@ -48,6 +48,13 @@ def test_decode_valid(frame: bytes, expected: object) -> None:
     assert decode(encode(expected)) == expected  # type: ignore[arg-type]
 
 
+def test_a_number_of_too_many_digits_is_named_in_the_protocols_words() -> None:
+    """Found by a tester: the error quoted Python's own ("use sys.set_int_max_str_digits() to increase")."""
+    with pytest.raises(ParseError) as refused:
+        decode(b'{"jsonrpc":"2.0","id":' + b"9" * 5000 + b',"method":"ping"}')
+    assert refused.value.message == "Parse error: a number in the message has more than 4300 digits"
+
+
 @pytest.mark.parametrize(
     ("frame", "error", "request_id"),
     [
