@@ -164,6 +164,21 @@ async def test_wrong_tokens_are_limited_per_client_address(tmp_path: Path) -> No
         assert (await gateway.wait_for_event("admin_sign_in_limited"))["client"] == "127.0.0.1"
 
 
+async def test_wrong_bearer_tokens_count_as_wrong_sign_ins(tmp_path: Path) -> None:
+    """Found by a tester: the limit covered the form alone, and guesses in an Authorization header went on
+    without end (the right token got in meanwhile)."""
+    path = config(tmp_path, admin={"sign_in_failures": "3/minute"})
+    async with running_gateway(path) as gateway, httpx.AsyncClient(base_url=gateway.url) as http:
+        for guess in range(3):
+            wrong = {"Authorization": f"Bearer wrong-guess-{guess:020d}"}
+            assert (await http.get("/admin", headers=wrong)).status_code == 401
+        for headers in ({"Authorization": "Bearer wrong-guess-again-0000000"}, {"Authorization": f"Bearer {ADMIN}"}):
+            limited = await http.get("/admin", headers=headers)
+            assert limited.status_code == 429
+            assert 1 <= int(limited.headers["retry-after"]) <= 60
+        assert (await http.post("/admin/sign-in", data={"token": ADMIN})).status_code == 429  # one count for both
+
+
 async def test_the_cookie_is_secure_when_a_trusted_proxy_says_https(tmp_path: Path) -> None:
     forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7"}
     trusting = config(tmp_path, "trusting", trusted_proxies=["127.0.0.1"], admin={"sign_in_failures": "1/minute"})

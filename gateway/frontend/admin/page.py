@@ -174,14 +174,20 @@ class AdminPage:
             return None
         scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
         presented = bearer.strip() if scheme.lower() == "bearer" else ""
-        if token is not None and hmac.compare_digest(presented.encode(), token.encode()):
-            return None
+        if token is not None and presented:  # counted as the form's sign-ins are (else guessing went on here)
+            limited = await self._limited(request)
+            if limited is not None:
+                return limited
+            if hmac.compare_digest(presented.encode(), token.encode()):
+                return None
         if scope is not None and presented and self._scopes_of is not None:
             scopes = await self._scopes_of(presented)
             if scopes is not None and scope in scopes:
                 return None
             if scopes is not None:
                 return _secured(PlainTextResponse(f"Forbidden: the token lacks the scope {scope}", status_code=403))
+        if token is not None and presented:  # neither the page's token nor an access token: a wrong one
+            await self._failed(request)
         if token is None:
             message = f"Unauthorized: present an access token with the scope {scope} (Authorization: Bearer)"
             return _secured(PlainTextResponse(message, status_code=401, headers={"WWW-Authenticate": "Bearer"}))
@@ -208,11 +214,9 @@ class AdminPage:
         if token is None or failures is None:  # (an access token is presented as a bearer, never typed in)
             return _secured(PlainTextResponse("Not Found", status_code=404))
         address = request.client.host if request.client is not None else ""
-        retry_after = await failures.retry_after(address)
-        if retry_after is not None:
-            log.warning("admin_sign_in_limited", client=address, retry_after_s=retry_after)
-            message = f"Too Many Requests: too many wrong tokens from this address; try again in {retry_after} s"
-            return _secured(PlainTextResponse(message, status_code=429, headers={"Retry-After": str(retry_after)}))
+        limited = await self._limited(request)
+        if limited is not None:
+            return limited
         try:
             body = await read_body(request, MAX_FORM_BYTES)
         except ClientDisconnect:
@@ -225,8 +229,7 @@ class AdminPage:
         except ValueError:
             return _secured(PlainTextResponse("Bad Request: the sign-in form has one field, token", status_code=400))
         if not hmac.compare_digest(presented.encode(), token.encode()):
-            await failures.failed(address)
-            log.warning("admin_sign_in_failed", client=address)
+            await self._failed(request)
             return self._sign_in_page("That is not the operator page's token.", 401)
         log.info("admin_signed_in", client=address)
         answer = RedirectResponse(self._base, status_code=303)
@@ -240,6 +243,24 @@ class AdminPage:
             path=self._base,
         )
         return _secured(answer)
+
+    async def _limited(self, request: Request) -> Response | None:
+        """429 for an address past ``sign_in_failures`` wrong tokens (form or header alike), else None."""
+        if self._failures is None:
+            return None
+        address = request.client.host if request.client is not None else ""
+        retry_after = await self._failures.retry_after(address)
+        if retry_after is None:
+            return None
+        log.warning("admin_sign_in_limited", client=address, retry_after_s=retry_after)
+        message = f"Too Many Requests: too many wrong tokens from this address; try again in {retry_after} s"
+        return _secured(PlainTextResponse(message, status_code=429, headers={"Retry-After": str(retry_after)}))
+
+    async def _failed(self, request: Request) -> None:
+        if self._failures is not None:
+            address = request.client.host if request.client is not None else ""
+            await self._failures.failed(address)
+            log.warning("admin_sign_in_failed", client=address)
 
     async def _sign_out(self, request: Request) -> Response:
         """End the sign-in: its cookie is refused from now on, by every replica (and this browser forgets it)."""
