@@ -70,7 +70,9 @@ async def test_a_failed_get_says_why_and_who_over_http_without_tokens(tmp_path: 
         values = await audited(prompt="team__review", outcome="error")
         assert values["reason"] == "Invalid params: argument 'language' must be one of python, rust"
         template = await audited(prompt="team__review", outcome="error")
-        assert template["reason"] == "Invalid params: the template did not render: UndefinedError"
+        # "{my secret}".format() fails with a KeyError quoting the value: the reason names the error's type
+        # alone (it was an UndefinedError for the left-out optional language, which now renders empty)
+        assert template["reason"] == "Invalid params: the template did not render: KeyError"
         unknown = await audited(prompt="team__review", outcome="error")
         assert unknown["reason"] == (
             "Invalid params: unknown argument 'lang' for prompt team__review (it takes: code, language)"
