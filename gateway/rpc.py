@@ -250,13 +250,14 @@ class RpcPeer:
                 return
             except MessageTooLarge as exc:
                 self._log.warning("message_too_large", limit=exc.limit)
-                request_id = id_at_edges(exc.head, exc.tail)
-                pending = self._pending.get(request_id) if request_id is not None else None
+                request_id, kind = id_at_edges(exc.head, exc.tail) or (None, "unknown")
+                pending = self._pending.get(request_id) if request_id is not None and kind == "response" else None
                 if request_id is not None and pending is not None:  # our request's answer: it fails now
                     too_large = f"its answer is over the size limit ({exc.limit} bytes)"  # (not at its time-out)
                     pending.settle(UnusableResponse(request_id, too_large))
-                else:  # a request of the peer's: answered (with its id when found), as any bad message is
-                    await self._answer_error(request_id, InvalidRequest(f"Invalid Request: {exc}"))
+                else:  # answered as any bad message is: by its id when it is a request of the peer's
+                    answering = request_id if kind == "request" else None
+                    await self._answer_error(answering, InvalidRequest(f"Invalid Request: {exc}"))
                 continue
             await self._take(frame)
 

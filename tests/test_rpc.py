@@ -4,6 +4,7 @@ from functools import partial
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import pytest
 
@@ -11,6 +12,7 @@ from gateway.protocol.errors import InvalidParams
 from gateway.protocol.jsonrpc import Notification, Request
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.testing import MemoryFrameStream, memory_frame_pair
+from gateway.transports.base import EDGE_BYTES, MessageTooLarge
 
 pytestmark = pytest.mark.anyio
 Pair = tuple[MemoryFrameStream, MemoryFrameStream]
@@ -308,3 +310,72 @@ async def test_requests_still_running_when_the_peer_ends_are_cancelled_before_ru
             await started.wait()
             await theirs.aclose()  # the stream ends: no drain asked for
         assert cleaned == [1]
+
+
+class _Oversized:
+    """A frame stream whose next frame is one too large to read (its edges kept), then the real stream's."""
+
+    def __init__(self, stream: MemoryFrameStream) -> None:
+        self._stream = stream
+        self.too_large: list[bytes] = []
+
+    async def send(self, frame: bytes) -> None:
+        await self._stream.send(frame)
+
+    async def receive(self) -> bytes:
+        if self.too_large:
+            frame = self.too_large.pop(0)
+            raise MessageTooLarge(1024, frame[:EDGE_BYTES], frame[-EDGE_BYTES:])
+        return await self._stream.receive()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+async def test_an_oversized_request_is_not_taken_for_the_answer_to_ours_of_the_same_id(pair: Pair) -> None:
+    """Found by a review: the peer's request 1, too large to read, settled our own request 1 (ids run
+    apart in each direction) as 'over the size limit', and the peer's request was never answered."""
+    ours, theirs = pair
+    wrapped = _Oversized(ours)
+    peer = RpcPeer(wrapped, answer_malformed=True)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(peer.run)
+        asked = await _started(tg, partial(peer.request, "roots/list", None, timeout=30))
+        ours_out = await read_json(theirs)
+        padding = "x" * 600
+        wrapped.too_large.append(
+            json.dumps({"jsonrpc": "2.0", "id": ours_out["id"], "method": "m", "params": {"p": padding}}).encode()
+        )
+        await theirs.send(b'{"jsonrpc":"2.0","method":"notifications/wake"}')  # (a frame, so receive is called)
+        refused = await read_json(theirs)
+        assert (refused["id"], refused["error"]["code"]) == (ours_out["id"], -32600)  # their request, answered
+        wrapped.too_large.append(
+            json.dumps({"jsonrpc": "2.0", "id": ours_out["id"], "result": {"p": padding}}).encode()
+        )
+        await theirs.send(b'{"jsonrpc":"2.0","method":"notifications/wake"}')
+        with pytest.raises(RemoteError, match="over the size limit"):
+            await asked()  # our request, failed at once by its oversized answer
+        tg.cancel_scope.cancel()
+
+
+async def _started(tg: anyio.abc.TaskGroup, call: Any) -> Any:
+    """Start ``call`` in ``tg``; an awaitable for its outcome (its exception raised)."""
+    done = anyio.Event()
+    outcome: dict[str, Any] = {}
+
+    async def run() -> None:
+        try:
+            outcome["value"] = await call()
+        except Exception as exc:  # (handed to the waiter)
+            outcome["error"] = exc
+        done.set()
+
+    tg.start_soon(run)
+
+    async def wait() -> Any:
+        await done.wait()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    return wait

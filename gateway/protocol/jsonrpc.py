@@ -221,23 +221,34 @@ def request_id_of(error: BaseException) -> RequestId | None:
 
 
 _ID_VALUE = rb'(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")'
-_ID_FIRST = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID_VALUE)
+_ID_FIRST = re.compile(
+    rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID_VALUE + rb'\s*(?:,\s*"(\w{1,16})"|\})'
+)
 _ID_LAST = re.compile(rb'[,{]\s*"id"\s*:\s*' + _ID_VALUE + rb"\s*\}\s*\Z")
+_FIRST_KEY = re.compile(rb'\A\s*\{\s*"(\w{1,16})"')
+_KINDS = {b"method": "request", b"result": "response", b"error": "response"}
 
 
-def id_at_edges(head: bytes, tail: bytes) -> RequestId | None:
+def id_at_edges(head: bytes, tail: bytes) -> tuple[RequestId, str] | None:
     """The id of a message known only by its first and last bytes (one too large to be read: it is
-    skipped, not parsed), so that its request can be answered rather than left to time out. Only an id
-    that is surely the message's own is found: its first member (``{"jsonrpc":"2.0","id":...``, as the
-    Python SDK writes it), or its last, right before the closing brace (``...,"id":7}``, the TypeScript
-    SDK's order); an ``"id"`` anywhere else may be a member of something nested."""
-    for pattern, edge in ((_ID_FIRST, head), (_ID_LAST, tail)):
-        found = pattern.search(edge)
-        if found is not None:
-            value = json.loads(found.group(1))
-            if _valid_id(value):
-                return value  # type: ignore[no-any-return]
-    return None
+    skipped, not parsed), and whether it is a ``request`` or a ``response`` (or ``unknown``), so that it
+    can be answered, or its request failed, rather than left to time out. Ids run apart in each
+    direction, so the kind decides which: a request's id is the peer's, a response's is ours.
+
+    Only an id that is surely the message's own is found: its first member (``{"jsonrpc":"2.0","id":7,
+    "method":...``, as the Python SDK writes it: the member after it tells the kind), or its last, right
+    before the closing brace (``{"result":...,"jsonrpc":"2.0","id":7}``, the TypeScript SDK's order: the
+    first member tells the kind); an ``"id"`` anywhere else may be a member of something nested."""
+    first = _ID_FIRST.search(head)
+    if first is not None:
+        value, kind = json.loads(first.group(1)), _KINDS.get(first.group(2) or b"", "unknown")
+    else:
+        last = _ID_LAST.search(tail)
+        if last is None:
+            return None
+        key = _FIRST_KEY.search(head)
+        value, kind = json.loads(last.group(1)), _KINDS.get(key.group(1) if key is not None else b"", "unknown")
+    return (value, kind) if _valid_id(value) else None
 
 
 def decode(data: bytes | str) -> Message | Batch:

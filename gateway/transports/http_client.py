@@ -138,10 +138,10 @@ class _HttpStream:
         for frame in _frames_of(data):
             if len(frame) > self._max:  # (an SSE event's: a JSON body is bounded as it is read)
                 log.warning("upstream_message_too_large", size=len(frame), limit=self._max)
-                request_id = id_at_edges(frame[:EDGE_BYTES], frame[-EDGE_BYTES:])
-                if request_id is None:
+                found = id_at_edges(frame[:EDGE_BYTES], frame[-EDGE_BYTES:])
+                if found is None or found[1] != "response":  # (a request of the server's has an id of its own)
                     continue
-                frame = _error_frame(request_id, f"HTTP request failed: {_too_large(self._max)}")
+                frame = _error_frame(found[0], f"HTTP request failed: {_too_large(self._max)}")
             with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 await self._in.send(frame)
 

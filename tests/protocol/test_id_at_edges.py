@@ -1,5 +1,6 @@
 """The id of a message too large to read is found from its first and last bytes alone, in either order of
-members the SDKs write, whatever the message holds; an "id" nested anywhere is never taken for its own."""
+members the SDKs write, whatever the message holds, with whether it is a request or a response (ids run
+apart in each direction); an "id" nested anywhere is never taken for its own."""
 
 from __future__ import annotations
 
@@ -26,16 +27,29 @@ def edges(message: dict[str, Any], pad: int) -> tuple[bytes, bytes]:
     return frame[:EDGE_BYTES], frame[-EDGE_BYTES:]
 
 
-@given(ids, json_values, padding)
-def test_the_id_first_as_the_python_sdk_writes_it(request_id: Any, result: Any, pad: int) -> None:
-    message = {"jsonrpc": "2.0", "id": request_id, "result": {"pad": "x" * pad, "value": result}}
-    assert id_at_edges(*edges(message, pad)) == request_id
+kinds = st.sampled_from([("result", "response"), ("error", "response"), ("method", "request")])
 
 
-@given(ids, json_values, padding)
-def test_the_id_last_as_the_typescript_sdk_writes_it(request_id: Any, result: Any, pad: int) -> None:
-    message = {"result": {"value": result, "pad": "x" * pad}, "jsonrpc": "2.0", "id": request_id}
-    assert id_at_edges(*edges(message, pad)) == request_id
+@given(ids, json_values, padding, kinds)
+def test_the_id_first_as_the_python_sdk_writes_it(request_id: Any, value: Any, pad: int, kind: Any) -> None:
+    key, expected = kind
+    message = {"jsonrpc": "2.0", "id": request_id, key: {"pad": "x" * pad, "value": value}}
+    assert id_at_edges(*edges(message, pad)) == (request_id, expected)
+
+
+@given(ids, json_values, padding, kinds)
+def test_the_id_last_as_the_typescript_sdk_writes_it(request_id: Any, value: Any, pad: int, kind: Any) -> None:
+    key, expected = kind
+    message = {key: {"value": value, "pad": "x" * pad}, "jsonrpc": "2.0", "id": request_id}
+    assert id_at_edges(*edges(message, pad)) == (request_id, expected)
+
+
+def test_a_number_is_read_whole_or_not_at_all() -> None:
+    """An id of more digits than the pattern reads, or not an integer, was read as its first 18 digits
+    (or up to its point): another request's id."""
+    for raw in (b"12345678901234567890", b"1.5", b"7e3"):
+        frame = b'{"jsonrpc":"2.0","id":' + raw + b',"result":{"x":"' + b"x" * 600 + b'"}}'
+        assert id_at_edges(frame[:EDGE_BYTES], frame[-EDGE_BYTES:]) is None, raw
 
 
 @given(json_values, padding, st.sampled_from(["first", "last"]))
