@@ -506,3 +506,18 @@ async def test_the_operator_page_takes_an_access_token_that_carries_its_scope(tm
         assert shown.status_code == 200
         assert "Upstreams" in shown.text
         assert operator not in shown.text
+
+
+async def test_wrong_page_tokens_from_an_address_never_lock_out_a_valid_access_token(tmp_path: Path) -> None:
+    """Found by a review: the page's wrong-token limit was applied before access tokens were checked, so
+    someone's guesses from the same address (a NAT, a proxy) locked out operators with valid tokens."""
+    admin = '[server.admin]\nenabled = true\nscope = "prompts:admin"\ntoken = "page-token-0123456789abcdef"\n'
+    admin += 'sign_in_failures = "2/minute"\n'
+    async with identity_setup(tmp_path, extra=admin) as setup, httpx.AsyncClient(timeout=20) as http:
+        operator = await token_for(setup, OPERATOR, "prompts:read prompts:admin")
+        page = f"{setup.base}/admin"
+        statuses = [
+            (await http.get(page, headers={"Authorization": f"Bearer guess-{n:020d}"})).status_code for n in range(3)
+        ]
+        assert statuses == [401, 401, 429]
+        assert (await http.get(page, headers={"Authorization": f"Bearer {operator}"})).status_code == 200

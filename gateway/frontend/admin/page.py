@@ -174,20 +174,19 @@ class AdminPage:
             return None
         scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
         presented = bearer.strip() if scheme.lower() == "bearer" else ""
+        if scope is not None and presented and self._scopes_of is not None:  # first: a valid access token is
+            scopes = await self._scopes_of(presented)  # no guess, and others' wrong ones never lock it out
+            if scopes is not None and scope in scopes:
+                return None
+            if scopes is not None:
+                return _secured(PlainTextResponse(f"Forbidden: the token lacks the scope {scope}", status_code=403))
         if token is not None and presented:  # counted as the form's sign-ins are (else guessing went on here)
             limited = await self._limited(request)
             if limited is not None:
                 return limited
             if hmac.compare_digest(presented.encode(), token.encode()):
                 return None
-        if scope is not None and presented and self._scopes_of is not None:
-            scopes = await self._scopes_of(presented)
-            if scopes is not None and scope in scopes:
-                return None
-            if scopes is not None:
-                return _secured(PlainTextResponse(f"Forbidden: the token lacks the scope {scope}", status_code=403))
-        if token is not None and presented:  # neither the page's token nor an access token: a wrong one
-            await self._failed(request)
+            await self._failed(request)  # neither an access token nor the page's token: a wrong one
         if token is None:
             message = f"Unauthorized: present an access token with the scope {scope} (Authorization: Bearer)"
             return _secured(PlainTextResponse(message, status_code=401, headers={"WWW-Authenticate": "Bearer"}))
