@@ -300,7 +300,7 @@ class EraNegotiation:
             if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and probed:
                 raise _ModernOnly(exc.error) from exc  # modern after all: the probe's answer decides
             if exc.error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and self._guessed_handshake_only:
-                self._handshake_only = self._guessed_handshake_only = False  # the guess was wrong: probe again
+                self._handshake_only = self._guessed_handshake_only = self._probe_suspected = False  # wrong guess
                 raise UpstreamUnavailable(self.namespace, "is modern after all: probing it again") from exc
             status = http_status(exc)
             if status is not None:  # the server (or a proxy) is not there yet: tried again with backoff

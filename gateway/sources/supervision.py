@@ -215,7 +215,7 @@ class Supervision:
                     self._ready_since = anyio.current_time()
                     if self._probe_suspected:  # it died on the probe, and the handshake alone serves it
                         self._probe_suspected = False
-                        if self._era_key is not None:
+                        if self._era_key is not None and not self.modern:
                             era_memory.remember_handshake_only(self._era_key)  # the next run skips the probe
                     self._acknowledged = False
                     if self.modern and (self.declares_list_changed or self.declares_resource_changes):

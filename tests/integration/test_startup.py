@@ -4,6 +4,7 @@ names it as unavailable, and a taken port is one line and exit 2, before any ups
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -207,6 +208,25 @@ async def test_a_server_that_fails_to_start_is_not_taken_for_one_that_died_of_th
         ready = await gateway.wait_for_event("upstream_state", timeout=30, upstream="flaky", state="ready")
         assert ready["protocol_version"] == "2026-07-28", ready
         assert not [e for e in gateway.events if e.get("event") == "upstream_died_on_probe"]
+
+
+async def test_a_server_that_died_on_a_probe_once_then_proved_modern_is_not_remembered_as_old(tmp_path: Path) -> None:
+    """Found by a review: it died on the probe, was restarted for the handshake, refused that as
+    2026-07-28-only and was probed again: served, it was still written to eras.json as handshake-only."""
+    server = {
+        "namespace": "late",
+        "command": sys.executable,
+        "args": ["-m", "tests.servers.late_modern"],
+        "cwd": str(ROOT),
+        "env": {"LATE_S": "0", "DIE_ON_FIRST_PROBE": str(tmp_path / "died")},
+    }
+    config = write_config(tmp_path / "c.toml", [server], server={"transport": "http", "port": 0})
+    async with running_gateway(config) as gateway:
+        await gateway.wait_for_event("upstream_died_on_probe", upstream="late")
+        ready = await gateway.wait_for_event("upstream_state", timeout=30, upstream="late", state="ready")
+        assert ready["protocol_version"] == "2026-07-28"
+    eras = Path(os.environ["XDG_CACHE_HOME"]) / "prompt-gateway" / "eras.json"  # (the test's own: conftest.py)
+    assert not eras.exists() or "handshake-only" not in eras.read_text()
 
 
 def spawning(namespace: str, tmp_path: Path, **env: str) -> dict[str, Any]:

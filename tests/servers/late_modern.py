@@ -1,6 +1,7 @@
 """A 2026-07-28-only server that is slow to start (as one of fifty starting together on two cores): it
 reads nothing for ``LATE_S`` seconds, then answers ``server/discover``, refuses ``initialize`` with the
-unsupported-version error, and serves one prompt. Written on raw JSON lines for control of the timing."""
+unsupported-version error, and serves one prompt. Written on raw JSON lines for control of the timing.
+``DIE_ON_FIRST_PROBE`` names a file: while it does not exist, a start makes it and dies on the probe."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ def answer(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    died = os.environ.get("DIE_ON_FIRST_PROBE")  # a file: absent, this start dies on the probe (and makes it)
+    if died is not None and not os.path.exists(died):
+        open(died, "w").close()  # (a marker)
+        sys.stdin.readline()
+        sys.exit(1)
     time.sleep(float(os.environ.get("LATE_S", "3")))
     for line in sys.stdin:
         message = json.loads(line)
