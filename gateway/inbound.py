@@ -15,8 +15,8 @@ from typing import Any
 import structlog
 
 from gateway.observability.logs import bind_request, unbind_request
-from gateway.protocol.errors import INTERNAL_ERROR, GatewayError, InvalidRequest
-from gateway.protocol.jsonrpc import ErrorResponse, Request, RequestId, Response, error_response
+from gateway.protocol.errors import INTERNAL_ERROR, GatewayError, InvalidParams, InvalidRequest
+from gateway.protocol.jsonrpc import ErrorResponse, Request, RequestId, Response, error_response, meta_problem
 
 log = structlog.get_logger("gateway.rpc")
 
@@ -69,6 +69,9 @@ class InboundRequests:
         """Reserve the request's id, or the error answer when it cannot run (too many, or a duplicate id)."""
         if request.id in self._admitted:
             return error_response(request.id, InvalidRequest("Invalid Request: duplicate request id"))
+        problem = meta_problem(request.params)
+        if problem is not None:
+            return error_response(request.id, InvalidParams(problem))
         if len(self._admitted) >= self._max_in_flight:
             return error_response(request.id, InvalidRequest("Invalid Request: too many concurrent requests"))
         admitted = self._admitted[request.id] = Admitted()

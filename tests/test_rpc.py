@@ -379,3 +379,21 @@ async def _started(tg: anyio.abc.TaskGroup, call: Any) -> Any:
         return outcome["value"]
 
     return wait
+
+
+async def test_a_request_with_a_meta_of_another_type_is_answered_by_any_peer(pair: Pair) -> None:
+    """Found by a review: refused where messages are decoded, such a request from an upstream (whose
+    malformed messages go unanswered) was dropped, and the upstream waited out its own time-out."""
+    ours, theirs = pair
+
+    async def handle(request: Request, notify: Notify) -> dict[str, Any]:
+        return {}
+
+    peer = RpcPeer(ours, on_request=handle)  # an upstream's peer: malformed messages are not answered
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(peer.run)
+        await theirs.send(b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":null}}')
+        answer = await read_json(theirs)
+        assert (answer["id"], answer["error"]["code"]) == (3, -32602)
+        assert answer["error"]["message"] == "Invalid params: params._meta must be an object"
+        tg.cancel_scope.cancel()

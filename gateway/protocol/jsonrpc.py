@@ -103,8 +103,6 @@ def _from_object(obj: Any, suspect: bool) -> Message:
             raise _invalid('"params" must be an object', request_id)
         if request_id is None:
             return Notification(method, params)
-        if params is not None and "_meta" in params:
-            _check_meta(params["_meta"], request_id)
         return Request(request_id, method, params)
     if "result" in obj and request_id is not None:
         result = obj["result"]
@@ -121,19 +119,18 @@ def _from_object(obj: Any, suspect: bool) -> Message:
     raise _invalid('a message needs "method", "result" or "error"', request_id)
 
 
-def _check_meta(meta: Any, request_id: RequestId) -> None:
-    """A request's ``_meta`` is an object, and its ``progressToken`` (if any) a string or an integer, as
-    every revision's schema says: checked for every method at once (one that holds anything else was
-    served, and relayed upstream as it came)."""
+def meta_problem(params: Mapping[str, Any] | None) -> str | None:
+    """What is wrong with a request's ``_meta``, if anything: it is an object, and its ``progressToken``
+    (if any) a string or an integer, as every revision's schema says. Checked as a request is admitted,
+    for every method at once (one holding anything else was served, and relayed upstream as it came)."""
+    if params is None or "_meta" not in params:
+        return None
+    meta = params["_meta"]
     if not isinstance(meta, dict):
-        problem = "Invalid params: params._meta must be an object"
-    elif "progressToken" in meta and not _valid_id(meta["progressToken"]):
-        problem = "Invalid params: params._meta.progressToken must be a string or an integer"
-    else:
-        return
-    error = InvalidParams(problem)
-    error.request_id = request_id  # type: ignore[attr-defined]
-    raise error
+        return "Invalid params: params._meta must be an object"
+    if "progressToken" in meta and not _valid_id(meta["progressToken"]):
+        return "Invalid params: params._meta.progressToken must be a string or an integer"
+    return None
 
 
 def _invalid(problem: str, request_id: RequestId | None) -> InvalidRequest:

@@ -28,7 +28,7 @@ from gateway.protocol.errors import (
     InvalidParams,
     UnsupportedVersion,
 )
-from gateway.protocol.jsonrpc import JSON_OBJECT
+from gateway.protocol.jsonrpc import JSON_OBJECT, meta_problem
 from gateway.protocol.versions import MODERN_VERSIONS
 
 RESERVED_PREFIX = "io.modelcontextprotocol/"
@@ -96,6 +96,9 @@ def read_envelope(params: Mapping[str, Any] | None) -> Envelope:
         raise InvalidParams(f"Invalid params: _meta.{PROTOCOL_VERSION_KEY} must be a string")
     if not isinstance(capabilities, JSON_OBJECT):
         raise InvalidParams(f"Invalid params: _meta.{CLIENT_CAPABILITIES_KEY} must be an object")
+    problem = meta_problem(params)  # (its progressToken)
+    if problem is not None:
+        raise InvalidParams(problem)
     info = meta.get(CLIENT_INFO_KEY)
     if info is not None and not isinstance(info, JSON_OBJECT):  # (it may be left out: not given a wrong type)
         raise InvalidParams(f"Invalid params: _meta.{CLIENT_INFO_KEY} must be an object")

@@ -45,6 +45,7 @@ def test_the_version_key_alone_makes_a_request_modern() -> None:
         ({"_meta": {**ENVELOPE, PROTOCOL_VERSION_KEY: 20260728}}, "must be a string"),
         ({"_meta": {**ENVELOPE, CLIENT_CAPABILITIES_KEY: []}}, "must be an object"),
         ({"_meta": {**ENVELOPE, CLIENT_INFO_KEY: [1]}}, f"_meta.{CLIENT_INFO_KEY} must be an object"),  # was served
+        ({"_meta": {**ENVELOPE, "progressToken": [1]}}, "progressToken must be a string or an integer"),
     ],
 )
 def test_a_malformed_envelope_is_invalid_params_naming_the_key(params: object, reason: str) -> None:
