@@ -147,6 +147,31 @@ async def test_an_oversized_block_with_a_small_request_behind_it_in_one_write_is
         assert await served(url)
 
 
+async def test_an_upgrade_request_does_not_end_the_bounds_on_its_connection(tmp_path: Path) -> None:
+    """Found by a review: a request with an Upgrade header (``curl --http2`` sends ``Upgrade: h2c``) made
+    the guard stop watching the connection, which the server (no WebSockets) goes on serving in HTTP:
+    an oversized header block or a stalled one then reached it unbounded."""
+    async with bounded_gateway(tmp_path, max_header_bytes=16384) as (host, port, url):
+        async with await connect_from("127.0.0.2", host, port) as stream:
+            await stream.send(
+                b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\nAccept: text/event-stream\r\n\r\n"
+            )
+            first = b""
+            while b"\r\n\r\n" not in first:
+                first += await stream.receive()
+            assert first.startswith(b"HTTP/1.1 4"), first[:100]  # answered in HTTP (no session asked for)
+            body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+            await stream.send(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Authorization: Bearer " + b"a" * 100_000 + b"\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
+            answer = await read_until_closed(stream)
+        assert b"HTTP/1.1 431 " in answer, answer[-300:]
+        assert await served(url)
+
+
 async def test_pipelined_requests_under_the_bound_are_each_served(tmp_path: Path) -> None:
     """Two requests each under the bound, in one write: the bytes of the first were counted against the
     second's header block (reads straddle them), and the connection was reset with no answer."""

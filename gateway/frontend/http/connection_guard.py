@@ -152,18 +152,18 @@ class GuardedProtocol(asyncio.Protocol):
                 blocks.feed(data)
             was_in_headers = self._in_headers
             self._began_in_read = self._over_bound = False
-            upgraded = False
             try:
                 parser.feed_data(data)
             except httptools.HttpParserUpgrade:
-                upgraded = True
+                pass  # (below)
             except httptools.HttpParserError:
                 self._parser = None  # the server's own parser refuses it the same way; the clock still runs
             self._unmeasured_read = 0
             clock, self._clock = self._clock, _KEEP
-            if upgraded:
-                self._stop_watching()  # another protocol from here on: not ours to time
-            elif clock is not _KEEP and not (self.lingering or self._closed):
+            # An upgrade request is served as any other: the server is run without WebSockets (ws="none"), so
+            # it answers and reads on in HTTP, its parser resumed after the request as ours is (the rest
+            # of the read dropped by both). A server that did upgrade would take the transport from us.
+            if clock is not _KEEP and not (self.lingering or self._closed):
                 self._set_clock(clock)
             if self.lingering or self._closed:
                 return
@@ -365,10 +365,6 @@ class GuardedProtocol(asyncio.Protocol):
         self._timeouts.close()
         if self._transport is not None:
             self._transport.close()
-
-    def _stop_watching(self) -> None:
-        self._parser = None
-        self._timeouts.close()
 
 
 def guarded(protocol_class: Callable[..., asyncio.Protocol], bounds: ConnectionBounds) -> type[asyncio.Protocol]:

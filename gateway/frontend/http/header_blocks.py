@@ -35,7 +35,9 @@ class HeaderBlocks:
             return
         try:
             self._parser.feed_data(data)
-        except (httptools.HttpParserUpgrade, httptools.HttpParserError):
+        except httptools.HttpParserUpgrade:
+            pass  # resumed after the request, as the guard's own parser is
+        except httptools.HttpParserError:
             self._parser = None  # the guard's own parser stops at the same byte and stops watching
 
     # ---- llhttp callbacks ---------------------------------------------------------------------
