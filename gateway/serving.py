@@ -200,13 +200,14 @@ def ensure_safe_exposure(config: Config) -> None:
         )
 
 
-def connection_bounds(settings: ServerSettings) -> ConnectionBounds:
+def connection_bounds(settings: ServerSettings, max_message_bytes: int) -> ConnectionBounds:
     return ConnectionBounds(
         max_connections=settings.max_connections,
         max_connections_per_client=settings.max_connections_per_client,
         max_header_bytes=settings.max_header_bytes,
         header_timeout_s=settings.header_timeout_s,
         body_timeout_s=settings.body_timeout_s,
+        max_body_bytes=2 * max_message_bytes + settings.max_header_bytes,  # (a chunked body's framing, trailers)
     )
 
 
@@ -249,11 +250,12 @@ async def serve_http(
         )
         routes = [*routes, *page.routes()]
         closing.append(page.close)
+    bounds = connection_bounds(settings, gateway.config.gateway.max_message_bytes)
     uv_config = uvicorn.Config(
         frontend.app(routes),
         log_config=None, access_log=False, lifespan="off",
         timeout_graceful_shutdown=max(1, round(grace)), server_header=False,
-        http=guarded(HttpToolsProtocol, connection_bounds(settings)),  # uvicorn's llhttp protocol, behind the bounds
+        http=guarded(HttpToolsProtocol, bounds),  # uvicorn's llhttp protocol, behind the bounds
         # X-Forwarded-Proto/-For believed from the trusted proxies only; none named, no middleware (a layer per request)
         proxy_headers=bool(settings.trusted_proxies), forwarded_allow_ips=list(settings.trusted_proxies) or None,
         ws="none",  # no WebSocket route: uvicorn's "auto" imported the websockets package (~20 ms of each start)

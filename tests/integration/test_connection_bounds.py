@@ -172,6 +172,27 @@ async def test_an_upgrade_request_does_not_end_the_bounds_on_its_connection(tmp_
         assert await served(url)
 
 
+async def test_a_chunked_request_with_endless_trailers_is_cut(tmp_path: Path) -> None:
+    """Found by a review: the fields after a chunked body's last chunk were not bounded at all (the
+    server keeps them), only timed by the body's time-out."""
+    async with bounded_gateway(tmp_path, body_timeout_s=120) as (host, port, url):
+        async with await connect_from("127.0.0.2", host, port) as stream:
+            await stream.send(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"2\r\n{}\r\n0\r\nX-Trailer: "
+            )
+            with anyio.move_on_after(60):
+                for _ in range(24):  # 24 MiB of one trailer's value: the bound is 8 MiB (twice max_message_bytes)
+                    try:  # (past it, what still comes is read and dropped, as for any early answer)
+                        await stream.send(b"t" * (1 << 20))
+                    except (anyio.BrokenResourceError, ConnectionError):
+                        break
+            answer = await read_until_closed(stream)  # it waited for the body's time-out, the trailer kept
+        assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
+        assert await served(url)
+
+
 async def test_pipelined_requests_under_the_bound_are_each_served(tmp_path: Path) -> None:
     """Two requests each under the bound, in one write: the bytes of the first were counted against the
     second's header block (reads straddle them), and the connection was reset with no answer."""

@@ -9,6 +9,7 @@ hold one over the bound, so these are the properties that choice has to keep."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -188,3 +189,36 @@ def test_a_request_pipelined_behind_a_body_in_pieces_is_measured_by_its_reads() 
         assert not transport.shut
         assert not transport.closed
         assert inner.blocks == [first.block(), second.block()]
+
+
+def test_a_chunked_requests_trailers_are_bounded_with_its_body() -> None:
+    """Found by a review: the fields after a chunked body's last chunk reached the server with no bound
+    (it keeps them, and joins a long value across reads: quadratic CPU), for as long as the body's time-out."""
+    bounds = dataclasses.replace(BOUNDS, max_body_bytes=10_000)
+    head = b"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Trailer: "
+    loop = asyncio.new_event_loop()
+    try:
+        inner, transport = Recorder(), Transport()
+        guard = GuardedProtocol(inner, bounds, ConnectionCounter(), loop)
+        guard.connection_made(transport)
+        guard.data_received(head)
+        for _ in range(100):  # 400 KB of one trailer's value, 4 KB a read
+            guard.data_received(b"t" * 4096)
+            if transport.shut or transport.closed:
+                break
+        assert transport.shut or transport.closed  # (answered 413 by a server that says it has not answered)
+        assert len(inner.received) <= len(head) + 10_000  # no more than the bound reached the server
+    finally:
+        loop.close()
+
+
+def test_a_chunked_requests_trailers_are_not_counted_as_its_header_block() -> None:
+    """In a read longer than the header bound (where fields are counted), trailers counted towards the
+    block: a request was refused 431 in one read and served in two."""
+    body = b"5\r\nhello\r\n0\r\nX-Trailer: " + b"t" * 1500 + b"\r\n\r\n"
+    request = b"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+    with guarded() as (guard, inner, transport):
+        guard.data_received(request)  # one read, longer than the 1024-byte header bound
+        assert not transport.shut
+        assert not transport.closed
+        assert bytes(inner.received) == request

@@ -18,6 +18,10 @@ class ConnectionBounds:
     max_header_bytes: int
     header_timeout_s: float
     body_timeout_s: float
+    max_body_bytes: int = 1 << 62
+    """A request's bytes after its header block (its body, a chunked one's framing and trailers): the
+    application bounds a body it reads, but a chunked request's trailers reach the server's parser, which
+    keeps them, with no bound but this (the gateway: twice ``max_message_bytes`` and a header block)."""
 
 
 class ConnectionCounter:

@@ -104,6 +104,7 @@ class GuardedProtocol(asyncio.Protocol):
         self._unmeasured_read = 0  # the length of a read that began inside a body with no HeaderBlocks, else 0
         self._block_unmeasured = False  # the block being read began in such a read: measured by read lengths
         self._over_bound = False  # a block of the read being parsed is over the bound
+        self._body_bytes = 0  # bytes of reads that began in the request's body (its trailers included)
         self._began_in_read = False  # a request began during the read being parsed
         self._request_open = False  # a request began and has not all arrived
         self._served_one = False
@@ -151,6 +152,7 @@ class GuardedProtocol(asyncio.Protocol):
                 blocks = self._blocks = HeaderBlocks()
                 blocks.feed(data)
             was_in_headers = self._in_headers
+            in_body = self._request_open and not was_in_headers
             self._began_in_read = self._over_bound = False
             try:
                 parser.feed_data(data)
@@ -169,6 +171,11 @@ class GuardedProtocol(asyncio.Protocol):
                 return
             if was_in_headers and self._in_headers and not self._began_in_read:
                 self._header_bytes += len(data)  # a block still arriving: what it has sent so far
+            elif in_body:
+                self._body_bytes += len(data)
+                if self._body_bytes > self._bounds.max_body_bytes:
+                    self._end_body(413, "Payload Too Large", f"the request exceeds {self._bounds.max_body_bytes} bytes")
+                    return
             if not self._request_open:
                 self._blocks = None  # between requests: the next read is judged by its length again
             elif blocks is None and at_boundary and self._in_headers:  # a block goes on into the next read:
@@ -223,6 +230,7 @@ class GuardedProtocol(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self._in_headers = False
         self._clock = _BODY
+        self._body_bytes = 0
         if self._block_unmeasured and not self._began_in_read:  # its last read, counted whole as well
             self._header_bytes += self._unmeasured_read
             if self._header_bytes > self._bounds.max_header_bytes:
@@ -259,13 +267,18 @@ class GuardedProtocol(asyncio.Protocol):
         self._refuse(408, "Request Timeout", f"the request's header block did not arrive within {timeout} s")
 
     def _body_timeout(self) -> None:
-        """The application is reading the body: if it has not begun its answer, the client is answered
-        408 and the application sees the client go away; an answer already given is left to be read."""
         timeout = self._bounds.body_timeout_s
         log.warning("request_body_timeout", client=self._address, timeout_s=timeout)
+        self._end_body(408, "Request Timeout", f"the request's body did not arrive within {timeout} s")
+
+    def _end_body(self, status: int, reason: str, problem: str) -> None:
+        """The application is reading the body: if it has not begun its answer, the client is answered
+        and the application sees the client go away; an answer already given is left to be read."""
+        if status == 413:
+            log.warning("request_too_large", client=self._address, limit=self._bounds.max_body_bytes)
         answer = self._inner_answer()
         if answer == "none":
-            self._answer(408, "Request Timeout", f"the request's body did not arrive within {timeout} s")
+            self._answer(status, reason, problem)
             self._inner_gone()
         elif answer == "whole":
             self._linger()

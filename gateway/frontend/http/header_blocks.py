@@ -22,11 +22,12 @@ class HeaderBlocks:
     """Fed a connection's bytes from a request's start: the size of the block being read and the
     largest in the latest read."""
 
-    __slots__ = ("_parser", "current", "largest")
+    __slots__ = ("_in_block", "_parser", "current", "largest")
 
     def __init__(self) -> None:
         self.current = 0  # the block being read, or the last one
         self.largest = 0  # the largest block in the latest read (the one going on included)
+        self._in_block = False  # (a chunked request's trailers are fields too: the guard bounds them apart)
         self._parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
 
     def feed(self, data: bytes) -> None:
@@ -44,12 +45,17 @@ class HeaderBlocks:
 
     def on_message_begin(self) -> None:
         self.current = 0
+        self._in_block = True
 
     def on_url(self, url: bytes) -> None:
         self._grow(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._grow(len(name) + len(value) + 4)  # ": " and CRLF
+        if self._in_block:
+            self._grow(len(name) + len(value) + 4)  # ": " and CRLF
+
+    def on_headers_complete(self) -> None:
+        self._in_block = False
 
     def _grow(self, size: int) -> None:
         self.current += size
