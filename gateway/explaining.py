@@ -123,15 +123,8 @@ async def explain_command(
     claims = read_claims(claims_file) if claims_file is not None else None
     who, layers = caller_layers(config, token=token, claims=claims)
     async with run_gateway(config, settle=True) as gateway:
-        explained, unavailable = await gateway.catalog.explanations(layers, name, refresh=True)
-        skills, skills_unavailable = await gateway.catalog.skills.explanations(layers, name)
+        explained, skills, unavailable, everything = await gateway.catalog.explain_all(layers, name, refresh=True)
         offers_skills = gateway.catalog.skills.offered
-        everything: list[Explanation] = []
-        if not explained and not skills:
-            everything = (await gateway.catalog.explanations(layers))[0] + (
-                await gateway.catalog.skills.explanations(layers)
-            )[0]
-    unavailable += [namespace for namespace in skills_unavailable if namespace not in unavailable]
     if as_json:
         decisions = {"caller": who, "prompts": [e.as_json() for e in explained]}
         if offers_skills:

@@ -101,13 +101,9 @@ class GatewayOperatorView:
         if found is None:
             return 400, f"no such caller: {caller!r}"
         who, layers = found
-        catalog = self._gateway.catalog
-        explained, unavailable = await catalog.explanations(layers, name)
-        skills, skills_unavailable = await catalog.skills.explanations(layers, name)  # (by policy name or URI)
-        explained += skills
-        unavailable += [namespace for namespace in skills_unavailable if namespace not in unavailable]
+        prompts, skills, unavailable, everything = await self._gateway.catalog.explain_all(layers, name)
+        explained = prompts + skills  # (a skill by its policy name or URI)
         if not explained:
-            everything = (await catalog.explanations(layers))[0] + (await catalog.skills.explanations(layers))[0]
             return 404, not_found(name, everything)
         lines = [f"for {who}:"] + [line for item in explained for line in item.described()]
         lines += [f"(upstream {up} is unavailable: what it serves is not explained)" for up in unavailable]

@@ -28,7 +28,7 @@ import structlog
 from pydantic import BaseModel
 
 from gateway.catalog.cursor import CursorCodec
-from gateway.catalog.explain import Explanation, Layer, explain
+from gateway.catalog.explain import Explained, Explanation, Layer, explain
 from gateway.catalog.listing import Listing
 from gateway.catalog.mounts import (
     MAX_INDEX_PAGES,
@@ -302,6 +302,17 @@ class Catalog(Listing, Routing):
     def listed_counts(self) -> dict[str, int]:
         """How many prompts each upstream last listed (before policy), as far as the catalog knows."""
         return {mount.namespace: len(self._known_names[i]) for i, mount in enumerate(self.mounts)}
+
+    async def explain_all(self, layers: Sequence[Layer], name: str | None, *, refresh: bool = False) -> Explained:
+        """What ``prompt-gateway explain`` and the operator page's form answer: the prompts and the skills
+        ``name`` names (every one when None), and the upstreams of either that could not be read."""
+        prompts, unavailable = await self.explanations(layers, name, refresh=refresh)
+        skills, skills_unavailable = await self.skills.explanations(layers, name)
+        unavailable += [namespace for namespace in skills_unavailable if namespace not in unavailable]
+        everything: list[Explanation] = []
+        if name is not None and not prompts and not skills:
+            everything = (await self.explanations(layers))[0] + (await self.skills.explanations(layers))[0]
+        return Explained(prompts, skills, unavailable, everything)
 
     async def explanations(
         self, layers: Sequence[Layer], name: str | None = None, *, refresh: bool = False

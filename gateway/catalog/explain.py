@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Decision, Rules
@@ -146,6 +146,16 @@ def explain_skill(mount: Mount, path: str, uri: str, tags: tuple[str, ...], laye
         overridden=("tags",) if override is not None and override.tags else (),
         skill_uri=uri,
     )
+
+
+class Explained(NamedTuple):
+    """The prompts and skills a name names, explained; the upstreams that could not be read; and, when
+    the name named nothing, every prompt and skill (what ``not_found`` suggests names from)."""
+
+    prompts: list[Explanation]
+    skills: list[Explanation]
+    unavailable: list[str]
+    everything: list[Explanation]
 
 
 def not_found(name: str, everything: Sequence[Explanation]) -> str:
