@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-_EARLY_S = 0.001
+EARLY_S = 0.001
 """How early a deadline may be called passed: the loop's timers (libuv's, under uvloop) count whole
 milliseconds, so a timer may fire just before its time; waiting again for that fraction would spin."""
 
@@ -79,7 +79,7 @@ class Deadlines:
 
     def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer = None
-        now = loop.time() + _EARLY_S
+        now = loop.time() + EARLY_S
         earliest: float | None = None
         for timeout, pending in list(self._by_timeout.items()):
             while pending:

@@ -174,7 +174,7 @@ class GuardedProtocol(asyncio.Protocol):
             elif in_body:
                 self._body_bytes += len(data)
                 if self._body_bytes > self._bounds.max_body_bytes:
-                    self._end_body(413, "Payload Too Large", f"the request exceeds {self._bounds.max_body_bytes} bytes")
+                    self._body_too_large()
                     return
             if not self._request_open:
                 self._blocks = None  # between requests: the next read is judged by its length again
@@ -237,8 +237,8 @@ class GuardedProtocol(asyncio.Protocol):
                 self._over_bound = True  # (a request behind it in this read starts its own count)
 
     def on_message_complete(self) -> None:
-        limit, blocks = self._bounds.max_header_bytes, self._blocks
-        if self._over_bound or self._header_bytes > limit or (blocks is not None and blocks.largest > limit):
+        blocks = self._blocks
+        if self._over_bound or (blocks is not None and blocks.largest > self._bounds.max_header_bytes):
             return  # read whole in this read, refused once the read is parsed: nothing in it was served
         self._request_open = False
         self._served_one = True
@@ -271,11 +271,14 @@ class GuardedProtocol(asyncio.Protocol):
         log.warning("request_body_timeout", client=self._address, timeout_s=timeout)
         self._end_body(408, "Request Timeout", f"the request's body did not arrive within {timeout} s")
 
+    def _body_too_large(self) -> None:
+        limit = self._bounds.max_body_bytes
+        log.warning("request_too_large", client=self._address, limit=limit)
+        self._end_body(413, "Payload Too Large", f"the request exceeds {limit} bytes")
+
     def _end_body(self, status: int, reason: str, problem: str) -> None:
         """The application is reading the body: if it has not begun its answer, the client is answered
         and the application sees the client go away; an answer already given is left to be read."""
-        if status == 413:
-            log.warning("request_too_large", client=self._address, limit=self._bounds.max_body_bytes)
         answer = self._inner_answer()
         if answer == "none":
             self._answer(status, reason, problem)

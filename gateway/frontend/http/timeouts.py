@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-_EARLY_S = 0.001
-"""How early the timer may fire and count as on time: the loop's timers (libuv's, under uvloop) count
-whole milliseconds, so one may fire just before its time; waiting again for that fraction would spin."""
+from gateway.deadlines import EARLY_S
 
 
 class Timeouts:
@@ -56,7 +54,7 @@ class Timeouts:
         callback = self._on_due
         if callback is None:
             return
-        if self._due > self._loop.time() + _EARLY_S:
+        if self._due > self._loop.time() + EARLY_S:
             self._set_timer(self._due)
             return
         self._on_due = None
