@@ -38,6 +38,7 @@ from opentelemetry.trace import Link, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway.config import TelemetrySettings
+from gateway.observability.deferred_records import DeferredRecords
 from gateway.observability.failures import failed, failed_metric
 from gateway.observability.tracing import (
     NO_TRACE,
@@ -170,12 +171,15 @@ class OpenTelemetryTracing:
             )
         self._meters = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
         meter = self._meters.get_meter(SCOPE)
+        self._records = DeferredRecords(meter) if readers else None
 
         def histogram(name: str, description: str) -> Any:
-            if not readers:  # metrics = false: nothing would read them (the SDK still costs per record)
+            if self._records is None:  # metrics = false: nothing would read them (the SDK still costs per record)
                 return _NOT_READ
-            return meter.create_histogram(
-                name, unit="s", description=description, explicit_bucket_boundaries_advisory=DURATION_BUCKETS
+            return self._records.histogram(
+                meter.create_histogram(
+                    name, unit="s", description=description, explicit_bucket_boundaries_advisory=DURATION_BUCKETS
+                )
             )
 
         self._server_duration = histogram(
@@ -310,6 +314,8 @@ class OpenTelemetryTracing:
 
     def force_flush(self) -> None:
         """Export what is buffered now."""
+        if self._records is not None:
+            self._records.flush()
         self._traces.force_flush()
         self._meters.force_flush()
 
@@ -319,6 +325,8 @@ class OpenTelemetryTracing:
         traces then metrics): a collector that is down or never answers held a stopping gateway 15 to
         25 s, past a service manager's patience. What is not exported in time is dropped; the export
         threads are daemons, ended with the process."""
+        if self._records is not None:
+            self._records.flush()  # (on the loop's thread: its timers are cancelled with it)
         done = threading.Event()
 
         def stop() -> None:
@@ -383,7 +391,7 @@ class _Scope:
                     self._metric.pop("gen_ai.prompt.name", None)
                     self._metric.pop("gen_ai.tool.name", None)
             self._span.end()
-            self._histogram.record(time.perf_counter() - self._started, self._metric)
+            self._histogram.record(time.perf_counter() - self._started, self._metric, self._context)
         finally:
             otel_context.detach(self._token)
 

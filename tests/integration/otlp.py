@@ -52,6 +52,7 @@ class Collector:
     url: str
     spans: list[ReceivedSpan] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)  # name -> the last data point's metric message
+    exemplars: set[tuple[str, str, str]] = field(default_factory=set)  # (metric, trace id, span id), every export
     _arrived: anyio.Event = field(default_factory=anyio.Event)
 
     def _notify(self) -> None:
@@ -115,6 +116,11 @@ async def otlp_collector() -> AsyncIterator[Collector]:
             for scope_metrics in resource_metrics.scope_metrics:
                 for metric in scope_metrics.metrics:
                     collector.metrics[metric.name] = metric
+                    collector.exemplars.update(
+                        (metric.name, exemplar.trace_id.hex(), exemplar.span_id.hex())
+                        for point in metric.histogram.data_points
+                        for exemplar in point.exemplars
+                    )
         collector._notify()
         return web.Response(
             body=ExportMetricsServiceResponse().SerializeToString(), content_type="application/x-protobuf"

@@ -377,7 +377,7 @@ async def test_a_request_the_sampler_drops_carries_its_trace_upstream_as_the_sdk
     leaves the gateway is what the SDK's non-recording spans sent. A fresh trace goes upstream unsampled
     with the random-trace-id flag; a client's unsampled trace goes on in its own trace id, tracestate and
     baggage; a client's sampled trace is still followed; the duration histograms count every request,
-    a failed one with its error.type."""
+    a failed one with its error.type, and only the sampled request's carry exemplars, naming its spans."""
     async with otlp_collector() as collector, http_upstream("meta_echo", "streamable-http") as web_url:
         config = write_config(
             tmp_path / "g.toml",
@@ -411,7 +411,13 @@ async def test_a_request_the_sampler_drops_carries_its_trace_upstream_as_the_sdk
                 await client.get_prompt("pipe__missing")
 
             result = await client.get_prompt("pipe__echo", meta=CLIENT_CONTEXT)  # sampled by the client
-            await follow_one_get(collector, result, front="pipe__echo", local="echo")
+            server = await follow_one_get(collector, result, front="pipe__echo", local="echo")
+            _, upstream_parent = traceparent_parts(received(result)["meta"]["traceparent"])
+            exemplars = {
+                ("mcp.server.operation.duration", TRACE_ID, server.span_id),
+                ("mcp.client.operation.duration", TRACE_ID, upstream_parent),
+            }
+            await collector.wait_for(lambda c: c.exemplars >= exemplars)  # each names the span it timed
 
             def failed_counted(c: Collector) -> bool:
                 metric = c.metrics.get("mcp.server.operation.duration")
@@ -421,3 +427,4 @@ async def test_a_request_the_sampler_drops_carries_its_trace_upstream_as_the_sdk
 
             await collector.wait_for(failed_counted)
         assert {s.trace_id for s in collector.spans} == {TRACE_ID}  # the dropped requests made none
+        assert collector.exemplars == exemplars  # nor exemplars
