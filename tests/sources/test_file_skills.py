@@ -145,3 +145,28 @@ def test_served_as_skills_alone_a_skill_is_no_prompt_and_takes_no_name(tmp_path:
     both = FilePromptSource(FilesUpstream.model_validate({**settings, "skills_as": "both"}), on_change=print)
     both._load()
     assert len(both.notes) == 2  # served as prompts too, these names are shared
+
+
+def test_a_skills_folder_served_itself_has_the_prompts_of_the_project_around_it(tmp_path: Path) -> None:
+    """``path`` pointing at a ``.claude/skills`` folder (one of the documented layouts) made every other
+    Markdown file of its skills a prompt (a tester: 38 prompts from 14 skills, ``x__CREATION-LOG`` among
+    them); the project around it served 14. A skill's supporting files are its own, not prompts."""
+    from gateway.config.upstreams import FilesUpstream
+    from gateway.sources.files.source import FilePromptSource
+
+    tdd = skill(tmp_path, ".claude/skills/tdd", front("tdd"))
+    (tdd / "CREATION-LOG.md").write_text("# log\n")
+    (tdd / "examples").mkdir()
+    (tdd / "examples/pressure-1.md").write_text("# pressure\n")
+    review = skill(tmp_path, ".claude/skills/team/review", front("review"))
+    (review / "checklist.md").write_text("- [ ] tests\n")
+    served = {}
+    for path in (tmp_path, tmp_path / ".claude/skills"):
+        source = FilePromptSource(
+            FilesUpstream.model_validate({"namespace": "x", "transport": "files", "path": str(path), "skills_as": "both"}),
+            on_change=print,
+        )
+        source._load()
+        served[path] = (sorted(source.prompts), sorted(source.skills), source.problems)
+    assert served[tmp_path] == served[tmp_path / ".claude/skills"]
+    assert served[tmp_path][0] == ["review", "tdd"]

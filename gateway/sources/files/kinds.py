@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Literal
 
 Kind = Literal["template", "claude-command", "vscode-prompt"]
-Format = Literal["auto", "claude-code", "claude-plugin", "vscode", "template"]
+Format = Literal["auto", "claude-code", "claude-plugin", "claude-skills", "vscode", "template"]
 """What a directory holds: ``auto`` tells each file's kind by its name and place; ``claude-plugin`` (a
-Claude Code plugin: ``.claude-plugin/`` beside ``commands/`` and ``skills/``) is found by looking."""
+Claude Code plugin: ``.claude-plugin/`` beside ``commands/`` and ``skills/``) is found by looking, and
+``claude-skills`` (a directory inside ``.claude/skills``, not a configurable format) by where it is."""
 
 
 def kind_of(relative: str, directory_format: Format = "auto") -> Kind | None:
@@ -23,6 +24,8 @@ def kind_of(relative: str, directory_format: Format = "auto") -> Kind | None:
         if parts[0] == "commands" or (parts[0] == "skills" and parts[-1] == "SKILL.md" and len(parts) == 3):
             return "claude-command"
         return None
+    if directory_format == "claude-skills":  # each skill's SKILL.md; its other files are its own, not prompts
+        return "claude-command" if parts[-1] == "SKILL.md" and len(parts) >= 2 else None
     if directory_format != "auto":
         if directory_format == "vscode":
             return "vscode-prompt" if parts[-1].endswith(".prompt.md") else None
@@ -42,8 +45,11 @@ def _under(parts: list[str], *folders: str) -> bool:
 
 def format_of(resolved_root: str) -> Format:
     """What a directory holds by where it is: inside ``.claude/commands`` (a project's or ``~/.claude``),
-    Claude Code's commands; else each file by its own name and place."""
+    Claude Code's commands; inside ``.claude/skills``, skills (only their ``SKILL.md`` files are prompts,
+    as when the project around it is served); else each file by its own name and place."""
     parts = resolved_root.replace("\\", "/").split("/")
     if any(parts[i : i + 2] == [".claude", "commands"] for i in range(len(parts) - 1)):
         return "claude-code"
+    if any(parts[i : i + 2] == [".claude", "skills"] for i in range(len(parts) - 1)):
+        return "claude-skills"
     return "auto"
