@@ -162,10 +162,8 @@ def test_a_skills_folder_served_itself_has_the_prompts_of_the_project_around_it(
     (review / "checklist.md").write_text("- [ ] tests\n")
     served = {}
     for path in (tmp_path, tmp_path / ".claude/skills"):
-        source = FilePromptSource(
-            FilesUpstream.model_validate({"namespace": "x", "transport": "files", "path": str(path), "skills_as": "both"}),
-            on_change=print,
-        )
+        settings = {"namespace": "x", "transport": "files", "path": str(path), "skills_as": "both"}
+        source = FilePromptSource(FilesUpstream.model_validate(settings), on_change=print)
         source._load()
         served[path] = (sorted(source.prompts), sorted(source.skills), source.problems)
     assert served[tmp_path] == served[tmp_path / ".claude/skills"]
