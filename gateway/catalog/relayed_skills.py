@@ -131,8 +131,17 @@ class RelayedSkills:
                     ttls.append(max(0.0, float(page.ttlMs)))
                 for item in page.skills:
                     skill = self._relayable(item)
-                    if skill is not None:
-                        found[skill.path] = skill
+                    if skill is None:
+                        continue
+                    if skill.path in found:  # the upstream lists a skill twice: the first entry is the one
+                        log.warning(
+                            "upstream_skill_not_relayed",
+                            upstream=self.namespace,
+                            skill=skill.source[:512],
+                            reason="listed again (the first entry is served)",
+                        )
+                        continue
+                    found[skill.path] = skill
                 cursor = page.nextCursor
                 if not cursor:
                     break
@@ -150,9 +159,12 @@ class RelayedSkills:
             return MAX_CACHED_S
         return UNANNOUNCED_S if ttl_s is None else min(ttl_s, MAX_CACHED_S)
 
-    def _relayable(self, item: Mapping[str, Any]) -> LocalSkill | None:
+    def _relayable(self, item: Any) -> LocalSkill | None:
         from gateway.sources.files.skills import LocalSkill, SkillFile  # YAML: only where skills are served
 
+        if not isinstance(item, dict):
+            log.warning("upstream_skill_refused", upstream=self.namespace, reason="an entry is not an object")
+            return None
         try:
             skill = Skill.model_validate(item)
         except ValidationError as exc:
@@ -210,11 +222,13 @@ class RelayedSkills:
                 digest=digest_of(data),
                 size=len(data),
             )
-            raise DigestMismatch(
-                self.namespace,
-                f"sent {file.relayed_from} with bytes that do not match its manifest "
-                f"({len(data)} bytes, not {file.size}, or another digest): refused",
+            differ = (
+                f"{len(data)} bytes where it lists {file.size}"
+                if len(data) != file.size
+                else "the same size, another sha256 digest"
             )
+            problem = f"sent {file.relayed_from} with bytes that do not match its manifest ({differ}): refused"
+            raise DigestMismatch(self.namespace, problem)
         relayed = {k: v for k, v in item.items() if k in ("mimeType", "text", "blob", "_meta")}
         return {"uri": uri, **relayed}
 

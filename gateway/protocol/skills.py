@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote
 
 from pydantic import Field, field_validator, model_validator
 
@@ -100,10 +101,14 @@ class ReadDirectoryParams(_Wire):
 # ---- what upstreams answer (and the gateway's own entries, checked in tests) ------------------
 
 
+MAX_EXACT_JSON_INTEGER = 2**53 - 1
+"""The largest integer every JSON reader holds exactly (I-JSON, RFC 7493): a size past it is malformed."""
+
+
 class SkillResource(_Wire):
     uri: Uri
     digest: Annotated[str, Field(pattern=DIGEST_PATTERN)]
-    size: Annotated[int, Field(ge=0)]
+    size: Annotated[int, Field(ge=0, le=MAX_EXACT_JSON_INTEGER)]
 
 
 class Frontmatter(_Wire):
@@ -136,6 +141,8 @@ class Skill(_Wire):
     def _bounded(cls, value: list[SkillResource] | str) -> list[SkillResource] | str:
         if isinstance(value, list) and len(value) > MAX_RESOURCES_PER_SKILL:
             raise ValueError(f"more than {MAX_RESOURCES_PER_SKILL} resources")
+        if isinstance(value, list) and sum(r.size for r in value) > MAX_TOTAL_SIZE_PER_SKILL:
+            raise ValueError(f"its files come to more than {MAX_TOTAL_SIZE_PER_SKILL} bytes")
         return value
 
     @model_validator(mode="after")
@@ -153,14 +160,25 @@ class Skill(_Wire):
                 raise ValueError(f"resources do not list {self.uri}")
             if len(set(uris)) != len(uris):
                 raise ValueError("resources list a file twice")
-            outside = next((u for u in uris if not u.startswith(root + "/")), None)
+            outside = next((u for u in uris if not _inside(u, root)), None)
             if outside is not None:
                 raise ValueError(f"resource {outside!r} is not in the skill's folder")
         return self
 
 
+def _inside(uri: str, root: str) -> bool:
+    """Whether ``uri`` names a file under the folder ``root``, spelt one way: no empty, ``.`` or ``..``
+    segment, escaped or not (``skill://a/../b/SKILL.md`` is another skill's file to a host that
+    normalises it, and ``%2F`` a folder to one that decodes it)."""
+    if not uri.startswith(root + "/"):
+        return False
+    return all(
+        unquote(part) not in ("", ".", "..") and "/" not in unquote(part) for part in uri[len(root) + 1 :].split("/")
+    )
+
+
 class ListSkillsResult(_Wire):
-    skills: list[dict[str, Any]]  # each checked on its own: one bad entry is dropped, not the page
+    skills: list[Any]  # each checked on its own: one bad entry is dropped, not the page
     nextCursor: str | None = None
     ttlMs: int | float | None = None
     cacheScope: Literal["public", "private"] | None = None

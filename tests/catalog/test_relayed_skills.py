@@ -149,6 +149,7 @@ async def test_bytes_matching_no_manifest_are_refused_after_one_more_look() -> N
     with pytest.raises(DigestMismatch) as refused:
         await skills.read_resource({"uri": "skill://r/pdf/a.md"}, viewer=None)
     assert refused.value.error_type == "digest_mismatch"
+    assert "(8 bytes where it lists 5)" in str(refused.value)  # (was "8 bytes, not 5, or another digest")
     assert upstream.calls["skills/list"] == 2
     assert upstream.calls["resources/read"] == 1  # the manifest did not change: not read twice
     upstream.calls.clear()
@@ -156,3 +157,28 @@ async def test_bytes_matching_no_manifest_are_refused_after_one_more_look() -> N
     with pytest.raises(DigestMismatch):  # a manifest fetched by this very request is not asked for again
         await skills.read_resource({"uri": "skill://r/pdf/a.md"}, viewer=None)
     assert upstream.calls["skills/list"] == 1
+    upstream.served["skill://pdf/a.md"] = b"forth"  # the listed size, other bytes
+    with pytest.raises(DigestMismatch, match=r"\(the same size, another sha256 digest\)"):
+        await skills.read_resource({"uri": "skill://r/pdf/a.md"}, viewer=None)
+
+
+async def test_one_bad_entry_is_left_out_and_a_skill_listed_twice_is_served_as_first_listed() -> None:
+    """A tester's upstream listed a bare string among its skills: every skill of it was dropped
+    (``skills.10: Input should be a valid dictionary``). And of two entries with one URI the second won,
+    silently, its description no longer the file's."""
+    upstream = Upstream()
+    original = upstream.request
+
+    async def request(method: str, params: dict[str, Any] | None, **kw: Any) -> dict[str, Any]:
+        answer = await original(method, params, **kw)
+        if method == "skills/list":
+            [good] = answer["skills"]
+            again = {**good, "frontmatter": {"name": "pdf", "description": "listed again"}}
+            answer["skills"] = ["not an object", good, again, 7, None]
+        return answer
+
+    upstream.request = request  # type: ignore[method-assign]
+    relayed = RelayedSkills(upstream, clock=Clock())
+    await relayed.refresh()
+    assert list(relayed.skills) == ["pdf"]
+    assert relayed.skills["pdf"].description == "d"

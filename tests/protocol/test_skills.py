@@ -68,6 +68,31 @@ def test_the_specs_own_examples_are_valid_entries() -> None:
             {"resources": [{"uri": "skill://acme/billing/refunds/SKILL.md", "digest": DIGEST, "size": 1}] * 2},
             "twice",
         ),
+        *(  # a tester's relayed `skill://trav/../good/SKILL.md`: another skill's file to a host normalising it
+            (
+                {
+                    "resources": [
+                        {"uri": "skill://acme/billing/refunds/SKILL.md", "digest": DIGEST, "size": 1},
+                        {"uri": f"skill://acme/billing/refunds/{path}", "digest": DIGEST, "size": 1},
+                    ]
+                },
+                "not in the skill's folder",
+            )
+            for path in ("../other/SKILL.md", "a/../../x", "./a.md", "a//b", "%2e%2e/x", "a%2Fb", "a/.")
+        ),
+        (  # past what JSON numbers hold exactly
+            {"resources": [{"uri": "skill://acme/billing/refunds/SKILL.md", "digest": DIGEST, "size": 2**53}]},
+            "size",
+        ),
+        (
+            {
+                "resources": [
+                    {"uri": "skill://acme/billing/refunds/SKILL.md", "digest": DIGEST, "size": 1},
+                    {"uri": "skill://acme/billing/refunds/big.bin", "digest": DIGEST, "size": 16 * 1024 * 1024},
+                ]
+            },
+            "more than 16777216 bytes",
+        ),
         (
             {
                 "resources": [
