@@ -24,6 +24,7 @@ import mimetypes
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import unquote
 
 import anyio
 import structlog
@@ -175,9 +176,9 @@ class RelayedSkills:
             log.warning("upstream_skill_not_relayed", upstream=self.namespace, skill=skill.uri[:512], reason=why)
             return None
         root = skill.uri[: -len(SKILL_FILE) - 1]
-        files = {
-            r.uri[len(root) + 1 :]: SkillFile(
-                r.uri[len(root) + 1 :],
+        files = {  # by path, as the gateway's own are (its URIs escape it again, the upstream's way or not)
+            unquote(r.uri[len(root) + 1 :]): SkillFile(
+                unquote(r.uri[len(root) + 1 :]),
                 b"",
                 r.digest,
                 _mime_type(r.uri),

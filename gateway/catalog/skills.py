@@ -36,6 +36,8 @@ from gateway.protocol.skills import (
     ListSkillsParams,
     ReadDirectoryParams,
     ReadResourceParams,
+    file_path_of,
+    file_uri_path,
     split_skill_uri,
 )
 
@@ -257,7 +259,10 @@ class SkillCatalog:
 
     def _file_at(self, uri: str, viewer: Viewer | None) -> SkillFile | None:
         found = self._skill_at(uri, viewer)
-        return None if found is None else found[1].files.get(uri[len(skill_uri(found[0], found[1].path, "")) :])
+        if found is None:
+            return None
+        path = file_path_of(uri[len(skill_uri(found[0], found[1].path, "")) :])
+        return None if path is None else found[1].files.get(path)
 
     async def list_resources(self, params: dict[str, Any] | None, *, viewer: Viewer | None) -> dict[str, Any]:
         """Every file of every skill (a nested skill's once, as its own): what a client that does not know
@@ -296,8 +301,8 @@ class SkillCatalog:
         folders: set[str] = set()
         for skill in self._skills(namespace, viewer):
             if rest == skill.path or rest.startswith(skill.path + "/"):
-                inner = rest[len(skill.path) + 1 :]
-                if inner not in skill.directories:
+                inner = file_path_of(rest[len(skill.path) + 1 :])
+                if inner is None or inner not in skill.directories:
                     continue
                 for path, file in skill.files.items():
                     relative = path[len(inner) + 1 :] if inner else path
@@ -306,12 +311,14 @@ class SkillCatalog:
                     if "/" in relative:
                         folders.add(relative.split("/", 1)[0])
                     else:
-                        files[relative] = listed(f"{uri}/{relative}", skill, file)
+                        files[relative] = listed(f"{uri}/{file_uri_path(relative)}", skill, file)
             elif not rest or skill.path.startswith(rest + "/"):
                 folders.add(skill.path[len(rest) + 1 if rest else 0 :].split("/", 1)[0])
         if not files and not folders:
             return None if not (namespace in self._sources and not rest) else []
-        children = [{"uri": f"{uri}/{name}", "name": name, "mimeType": DIRECTORY_MIME_TYPE} for name in folders]
+        children = [
+            {"uri": f"{uri}/{file_uri_path(name)}", "name": name, "mimeType": DIRECTORY_MIME_TYPE} for name in folders
+        ]
         return sorted([*files.values(), *children], key=lambda child: str(child["name"]))
 
     def _page_of(
@@ -346,7 +353,9 @@ def skill_tags(skill: LocalSkill, mount: Mount) -> tuple[str, ...]:
 
 
 def skill_uri(namespace: str, skill_path: str, file: str) -> str:
-    return f"{SCHEME}{namespace}/{skill_path}/{file}"
+    """The URI of a skill's file (its path in the skill's folder; "" for the folder): the skill path is
+    plain segments already (its folders must be), the file's path is escaped where a URI needs it."""
+    return f"{SCHEME}{namespace}/{skill_path}/{file_uri_path(file)}"
 
 
 def entry(namespace: str, skill: LocalSkill) -> dict[str, Any]:

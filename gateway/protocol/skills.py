@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from typing import Annotated, Any, Literal
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from pydantic import Field, field_validator, model_validator
 
@@ -216,3 +216,20 @@ def split_skill_uri(uri: str) -> tuple[str, str] | None:
     if any(part in ("", ".", "..") for part in parts):
         return None
     return parts[0], "/".join(parts[1:])
+
+
+_PATH_CHARACTERS = "/!$&'()*+,;=:@~"
+"""What a URI path may hold unescaped besides letters, digits and ``-._`` (RFC 3986 ``pchar`` and ``/``)."""
+
+
+def file_uri_path(path: str) -> str:
+    """A skill file's path as it goes into a URI: a ``#``, ``?``, ``%``, space or non-ASCII letter
+    escaped, so that a client parsing the URI reads the file's name (``a#b.txt`` → ``a%23b.txt``)."""
+    return quote(path, safe=_PATH_CHARACTERS)
+
+
+def file_path_of(uri_path: str) -> str | None:
+    """The file path a URI's path names, or None when it is not spelt as ``file_uri_path`` spells it (one
+    spelling for each file, as for every skill URI)."""
+    path = unquote(uri_path)
+    return path if file_uri_path(path) == uri_path else None

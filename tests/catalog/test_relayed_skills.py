@@ -182,3 +182,13 @@ async def test_one_bad_entry_is_left_out_and_a_skill_listed_twice_is_served_as_f
     await relayed.refresh()
     assert list(relayed.skills) == ["pdf"]
     assert relayed.skills["pdf"].description == "d"
+
+
+async def test_a_relayed_file_named_with_escapes_is_served_and_read_by_its_escaped_uri() -> None:
+    upstream = Upstream(announces=True)
+    upstream.files["skill://pdf/a%23b%20c.txt"] = b"escaped"
+    skills = skill_catalog(upstream)
+    [entry] = (await skills.list_skills({}, viewer=None))["skills"]
+    assert "skill://r/pdf/a%23b%20c.txt" in {r["uri"] for r in entry["resources"]}
+    read = await skills.read_resource({"uri": "skill://r/pdf/a%23b%20c.txt"}, viewer=None)
+    assert read["contents"][0]["text"] == "escaped"  # asked upstream by its own URI

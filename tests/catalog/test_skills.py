@@ -82,3 +82,29 @@ async def test_the_upstreams_own_policy_and_tags_from_front_matter_and_overrides
     assert await listed(c) == ["skill://s/Billing/refunds/SKILL.md", "skill://s/secret-plan/SKILL.md"]
     tagged = catalog(policy=Rules(deny_tags=("legal",)), **{"secret-plan": PromptOverride(tags=("legal",))})
     assert await hidden(tagged, "skill://s/secret-plan/SKILL.md")
+
+
+async def test_file_names_a_uri_would_misread_are_escaped_and_read_back_by_that_spelling_only() -> None:
+    """A tester's skill held ``a#b.txt``, ``what?.txt``, ``100%.txt`` and ``my notes.md``: served as
+    ``skill://team/odd/a#b.txt``, which a client parsing URIs reads as ``a`` with a fragment (the escaped
+    spelling answered "not found")."""
+    source = FakeSkillSource("s")
+    names = {"a#b.txt": "a%23b.txt", "what?.txt": "what%3F.txt", "100%.txt": "100%25.txt"}
+    names |= {"my notes/x.md": "my%20notes/x.md", "café.md": "caf%C3%A9.md", "plain-1.0_~.md": "plain-1.0_~.md"}
+    source.add_skill("odd", {"SKILL.md": front("odd"), **{name: name.encode() for name in names}})
+    c = Catalog([Mount(source, prefix="s__")], codec=CursorCodec(b"k" * 32), generation="g", policy=ALLOW_ALL)
+    [entry] = (await c.skills.list_skills({}, viewer=None))["skills"]
+    assert sorted(r["uri"] for r in entry["resources"]) == sorted(
+        ["skill://s/odd/SKILL.md", *(f"skill://s/odd/{escaped}" for escaped in names.values())]
+    )
+    for name, escaped in names.items():
+        read = await c.skills.read_resource({"uri": f"skill://s/odd/{escaped}"}, viewer=None)
+        assert read["contents"][0]["uri"] == f"skill://s/odd/{escaped}"
+        assert read["contents"][0]["text"] == name
+        if escaped != name:  # one spelling for each file
+            with pytest.raises(InvalidParams):
+                await c.skills.read_resource({"uri": f"skill://s/odd/{name}"}, viewer=None)
+    folder = await c.skills.read_directory({"uri": "skill://s/odd"}, viewer=None)
+    assert {r["name"]: r["uri"] for r in folder["resources"]}["my notes"] == "skill://s/odd/my%20notes"
+    inner = await c.skills.read_directory({"uri": "skill://s/odd/my%20notes"}, viewer=None)
+    assert [r["uri"] for r in inner["resources"]] == ["skill://s/odd/my%20notes/x.md"]
