@@ -9,6 +9,7 @@ import threading
 
 import anyio
 import pytest
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
@@ -89,12 +90,26 @@ def test_without_an_event_loop_a_record_is_handed_on_at_once() -> None:
 
 
 @pytest.mark.anyio
-async def test_flush_hands_on_everything_and_cancels_the_timers() -> None:
+async def test_a_scheduled_hand_on_takes_everything_and_the_other_timer_with_it() -> None:
     _, records, histogram = _deferred()
-    histogram.record(0.01, ATTRIBUTES)
-    records.flush()
+    histogram.record(0.01, ATTRIBUTES)  # the second's timer
+    for _ in range(BATCH):
+        histogram.record(0.01, ATTRIBUTES)  # and the batch's
+    await asyncio.sleep(0)
     assert records.waiting == 0
     assert records.scheduled is False
+
+
+def test_drain_from_another_thread_leaves_the_loops_timers_alone() -> None:
+    """``shutdown`` runs in a worker thread (``to_thread``): it hands records on without touching the loop."""
+
+    async def main() -> None:
+        _, records, histogram = _deferred()
+        histogram.record(0.01, ATTRIBUTES)
+        await anyio.to_thread.run_sync(records.drain)
+        assert (records.waiting, records.scheduled) == (0, True)  # the timer runs later and finds nothing
+
+    anyio.run(main)
 
 
 @pytest.mark.anyio
@@ -113,6 +128,24 @@ async def test_an_exemplar_names_the_span_of_the_context_recorded_with() -> None
     [exemplar] = point.exemplars
     assert (exemplar.trace_id, exemplar.span_id) == (span.get_span_context().trace_id, span.get_span_context().span_id)
     assert exemplar.value == 0.01
+
+
+@pytest.mark.anyio
+async def test_a_record_made_with_no_span_gets_no_exemplar_from_the_context_it_is_handed_on_in() -> None:
+    """A dropped request records with an empty context (no span). Handed on later by a timer whose
+    context was copied from a sampled request, the SDK (``context or get_current()``) took that
+    request's span: a reviewer saw a dropped 30 ms request's point carry another trace's exemplar."""
+    reader, records, histogram = _deferred()
+    span = TracerProvider().get_tracer("test").start_span("prompts/get docs__review")
+    histogram.record(0.03, ATTRIBUTES, otel_context.Context())  # a dropped request's (unsampled.NO_PARENT)
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
+        records.drain()  # as a timer scheduled from within the sampled request would
+    finally:
+        otel_context.detach(token)
+    [point] = _points(reader)
+    assert point.count == 1
+    assert list(point.exemplars) == []
 
 
 @pytest.mark.anyio
@@ -139,6 +172,6 @@ async def test_a_reader_collecting_on_its_own_thread_loses_and_doubles_nothing()
     finally:
         stop.set()
         reader_thread.join()
-    records.flush()
+    records.drain()
     assert collections > 1
     assert sum(p.count for p in _points(reader)) == total

@@ -41,6 +41,7 @@ from gateway.protocol.skills import (
     Skill,
     declares_extension,
     digest_of,
+    plain_skill_path,
 )
 
 if TYPE_CHECKING:
@@ -176,17 +177,19 @@ class RelayedSkills:
             log.warning("upstream_skill_not_relayed", upstream=self.namespace, skill=skill.uri[:512], reason=why)
             return None
         root = skill.uri[: -len(SKILL_FILE) - 1]
+        if not plain_skill_path(root[len(SCHEME) :]):  # (its URIs would need escaping, spelt two ways)
+            why = "its folders are not plain URI segments (letters, digits, '.', '_', '~', '-')"
+            log.warning("upstream_skill_not_relayed", upstream=self.namespace, skill=skill.uri[:512], reason=why)
+            return None
         files = {  # by path, as the gateway's own are (its URIs escape it again, the upstream's way or not)
-            unquote(r.uri[len(root) + 1 :]): SkillFile(
-                unquote(r.uri[len(root) + 1 :]),
-                b"",
-                r.digest,
-                _mime_type(r.uri),
-                relayed_from=r.uri,
-                declared_size=r.size,
-            )
+            path: SkillFile(path, b"", r.digest, _mime_type(r.uri), relayed_from=r.uri, declared_size=r.size)
             for r in skill.resources
+            for path in (unquote(r.uri[len(root) + 1 :], errors="surrogateescape"),)
         }
+        if len(files) != len(skill.resources) or files.get(SKILL_FILE) is None:
+            why = "it lists a file twice, spelt two ways"  # (SKILL%2Emd beside SKILL.md: one would hide the other)
+            log.warning("upstream_skill_not_relayed", upstream=self.namespace, skill=skill.uri[:512], reason=why)
+            return None
         folders = {"/".join(p.split("/")[: i + 1]) for p in files for i in range(p.count("/"))}
         frontmatter = dict(item["frontmatter"])
         return LocalSkill(root[len(SCHEME) :], skill.uri, frontmatter, files, frozenset({"", *folders}))

@@ -21,12 +21,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 BATCH = 64
 """Records handed to the SDK together: a few hundred microseconds of the loop's time at once."""
 MAX_WAIT_S = 1.0
 """How long a record waits at most for others (a quiet gateway's are handed on alone)."""
+NO_SPAN = trace.set_span_in_context(trace.INVALID_SPAN)
+"""A context that holds no span, and is not empty: what a record made with none is handed on with."""
 
 
 class DeferredRecords:
@@ -39,6 +42,7 @@ class DeferredRecords:
         self._pending: deque[tuple[Any, float, Mapping[str, Any] | None, otel_context.Context]] = deque()
         self._soon: asyncio.Handle | None = None
         self._later: asyncio.TimerHandle | None = None
+        self._later_on: asyncio.AbstractEventLoop | None = None
         meter.create_observable_gauge("gateway.telemetry.deferred", callbacks=[self._before_collection])
 
     @property
@@ -55,8 +59,13 @@ class DeferredRecords:
         return DeferredHistogram(histogram, self)
 
     def add(self, histogram: Any, amount: float, attributes: Mapping[str, Any] | None, context: Any) -> None:
+        """Keep a record with the context it was made in. A context holding no span is kept as one that
+        says so: the SDK reads an empty context as "none given" and takes whatever is current when the
+        record is handed on (a timer's, copied from another request, perhaps a sampled one)."""
+        if context is None:
+            context = otel_context.get_current()
         pending = self._pending
-        pending.append((histogram, amount, attributes, context if context is not None else otel_context.get_current()))
+        pending.append((histogram, amount, attributes, context or NO_SPAN))
         if len(pending) == 1:
             self._hand_on_later()
         elif len(pending) >= BATCH and self._soon is None:
@@ -66,26 +75,28 @@ class DeferredRecords:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # recorded outside the event loop (a stopping gateway): handed on at once
-            self.flush()
+            self.drain()
             return
-        if self._later is None:
-            self._later = loop.call_later(MAX_WAIT_S, self.flush)
+        if self._later is None or self._later_on is not loop:  # (none yet, or one of a loop that is gone)
+            self._later, self._later_on = loop.call_later(MAX_WAIT_S, self._flush), loop
 
     def _hand_on_soon(self) -> None:
         try:
-            self._soon = asyncio.get_running_loop().call_soon(self.flush)
+            self._soon = asyncio.get_running_loop().call_soon(self._flush)
         except RuntimeError:
-            self.flush()
+            self.drain()
 
-    def flush(self) -> None:
-        """Hand every waiting record to the SDK now (on the event loop's thread, or with no loop)."""
+    def _flush(self) -> None:
+        """The scheduled hand-on, on the event loop's thread: the other one scheduled is not needed."""
         for handle in (self._soon, self._later):
             if handle is not None:
                 handle.cancel()
         self._soon = self._later = None
-        self._hand_on_all()
+        self.drain()
 
-    def _hand_on_all(self) -> None:
+    def drain(self) -> None:
+        """Hand every waiting record to the SDK now, oldest first, on any thread (the loop's scheduled
+        hand-ons are left alone: they will find nothing)."""
         pending = self._pending
         while True:
             try:
@@ -95,10 +106,9 @@ class DeferredRecords:
             histogram.record(amount, attributes, context)
 
     def _before_collection(self, options: CallbackOptions) -> Iterable[Observation]:
-        """Run by the SDK at the start of each collection, on the collecting thread (the loop's timers are
-        left alone: they find nothing): what was recorded before it is in it. The instrument observes
-        nothing, so no metric of that name is exported."""
-        self._hand_on_all()
+        """Run by the SDK at the start of each collection, on the collecting thread: what was recorded
+        before it is in it. The instrument observes nothing, so no metric of that name is exported."""
+        self.drain()
         return ()
 
 

@@ -315,7 +315,7 @@ class OpenTelemetryTracing:
     def force_flush(self) -> None:
         """Export what is buffered now."""
         if self._records is not None:
-            self._records.flush()
+            self._records.drain()
         self._traces.force_flush()
         self._meters.force_flush()
 
@@ -326,7 +326,7 @@ class OpenTelemetryTracing:
         25 s, past a service manager's patience. What is not exported in time is dropped; the export
         threads are daemons, ended with the process."""
         if self._records is not None:
-            self._records.flush()  # (on the loop's thread: its timers are cancelled with it)
+            self._records.drain()  # (the meter provider's last collection would too; a reader may make none)
         done = threading.Event()
 
         def stop() -> None:

@@ -224,12 +224,22 @@ _PATH_CHARACTERS = "/!$&'()*+,;=:@~"
 
 def file_uri_path(path: str) -> str:
     """A skill file's path as it goes into a URI: a ``#``, ``?``, ``%``, space or non-ASCII letter
-    escaped, so that a client parsing the URI reads the file's name (``a#b.txt`` → ``a%23b.txt``)."""
-    return quote(path, safe=_PATH_CHARACTERS)
+    escaped, so that a client parsing the URI reads the file's name (``a#b.txt`` → ``a%23b.txt``). A
+    name that is not UTF-8 on disk (read as surrogate escapes) keeps its bytes (``caf%E9.txt``)."""
+    return quote(path.encode("utf-8", "surrogateescape"), safe=_PATH_CHARACTERS)
 
 
 def file_path_of(uri_path: str) -> str | None:
     """The file path a URI's path names, or None when it is not spelt as ``file_uri_path`` spells it (one
     spelling for each file, as for every skill URI)."""
-    path = unquote(uri_path)
+    path = unquote(uri_path, errors="surrogateescape")
     return path if file_uri_path(path) == uri_path else None
+
+
+PLAIN_SEGMENT = re.compile(r"^[A-Za-z0-9._~-]+\Z")
+"""An RFC 3986 unreserved path segment: what each folder of a skill path must be (it needs no escaping)."""
+
+
+def plain_skill_path(path: str) -> bool:
+    """Whether every folder of a skill path is a plain segment, and none is ``.`` or ``..``."""
+    return all(PLAIN_SEGMENT.match(part) and part not in (".", "..") for part in path.split("/"))

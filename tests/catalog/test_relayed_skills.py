@@ -192,3 +192,35 @@ async def test_a_relayed_file_named_with_escapes_is_served_and_read_by_its_escap
     assert "skill://r/pdf/a%23b%20c.txt" in {r["uri"] for r in entry["resources"]}
     read = await skills.read_resource({"uri": "skill://r/pdf/a%23b%20c.txt"}, viewer=None)
     assert read["contents"][0]["text"] == "escaped"  # asked upstream by its own URI
+
+
+@pytest.mark.parametrize(
+    ("entry_uri", "extra"),
+    [
+        ("skill://my%20team/pdf/SKILL.md", None),  # a folder our URIs would escape again (reviewer)
+        ("skill://my team/pdf/SKILL.md", None),
+        ("skill://%2e%2e/pdf/SKILL.md", None),
+        ("skill://pdf/SKILL.md", "skill://pdf/SKILL%2Emd"),  # two spellings of one file: one would hide the other
+        ("skill://pdf/SKILL.md", ("skill://pdf/a%FF.txt", "skill://pdf/a%ff.txt")),
+    ],
+)
+async def test_a_skill_whose_uris_cannot_be_spelt_one_way_is_not_relayed(
+    entry_uri: str, extra: str | tuple[str, ...] | None
+) -> None:
+    upstream = Upstream()
+    root = entry_uri.removesuffix("/SKILL.md")
+    upstream.files = {entry_uri: SKILL_MD, f"{root}/a.md": b"a"}
+    for uri in (extra,) if isinstance(extra, str) else extra or ():
+        upstream.files[uri] = b"other"
+    original = upstream.request
+
+    async def request(method: str, params: dict[str, Any] | None, **kw: Any) -> dict[str, Any]:
+        answer = await original(method, params, **kw)
+        if method == "skills/list":
+            answer["skills"][0]["uri"] = entry_uri
+        return answer
+
+    upstream.request = request  # type: ignore[method-assign]
+    relayed = RelayedSkills(upstream, clock=Clock())
+    await relayed.refresh()
+    assert relayed.skills == {}

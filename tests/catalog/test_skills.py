@@ -3,6 +3,8 @@ upstream, viewer; deny wins; look-alike spellings; tags), and a hidden skill is 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import ALLOW_ALL, Rules
 from gateway.config import PromptOverride
 from gateway.protocol.errors import InvalidParams
+from gateway.sources.files.skills import read_skill
 from gateway.testing import FakeSkillSource
 
 pytestmark = pytest.mark.anyio
@@ -108,3 +111,24 @@ async def test_file_names_a_uri_would_misread_are_escaped_and_read_back_by_that_
     assert {r["name"]: r["uri"] for r in folder["resources"]}["my notes"] == "skill://s/odd/my%20notes"
     inner = await c.skills.read_directory({"uri": "skill://s/odd/my%20notes"}, viewer=None)
     assert [r["uri"] for r in inner["resources"]] == ["skill://s/odd/my%20notes/x.md"]
+
+
+def _skill_with_a_latin1_file_name(tmp_path: Path) -> Any:
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: odd\ndescription: d\n---\n")
+    Path(os.fsdecode(os.fsencode(folder) + b"/caf\xe9.txt")).write_bytes(b"latin")  # (a name in bytes)
+    return read_skill(folder, "odd", "odd/SKILL.md")
+
+
+async def test_a_file_name_that_is_not_utf8_is_listed_and_read_by_its_bytes_escaped(tmp_path: Path) -> None:
+    """A Latin-1 file name (as an old archive leaves it) is read as surrogate escapes; escaping it for its
+    URI raised UnicodeEncodeError, and every skill listing failed with it (found by a reviewer)."""
+    source = FakeSkillSource("s")
+    source.skills["odd"] = _skill_with_a_latin1_file_name(tmp_path)
+    c = Catalog([Mount(source, prefix="s__")], codec=CursorCodec(b"k" * 32), generation="g", policy=ALLOW_ALL)
+    [entry] = (await c.skills.list_skills({}, viewer=None))["skills"]
+    assert sorted(r["uri"] for r in entry["resources"]) == ["skill://s/odd/SKILL.md", "skill://s/odd/caf%E9.txt"]
+    assert len((await c.skills.list_resources({}, viewer=None))["resources"]) == 2
+    read = await c.skills.read_resource({"uri": "skill://s/odd/caf%E9.txt"}, viewer=None)
+    assert read["contents"][0]["text"] == "latin"

@@ -168,3 +168,10 @@ def test_a_skills_folder_served_itself_has_the_prompts_of_the_project_around_it(
         served[path] = (sorted(source.prompts), sorted(source.skills), source.problems)
     assert served[tmp_path] == served[tmp_path / ".claude/skills"]
     assert served[tmp_path][0] == ["review", "tdd"]
+
+    # one skill's own folder served is a folder like any other, as before (a reviewer: the first version of
+    # this fix made it serve nothing, no prompt and no skill, and say nothing)
+    settings = {"namespace": "x", "transport": "files", "path": str(tdd), "skills_as": "both"}
+    one = FilePromptSource(FilesUpstream.model_validate(settings), on_change=print)
+    one._load()
+    assert sorted(one.prompts) == ["CREATION-LOG", "pressure-1", "tdd"]

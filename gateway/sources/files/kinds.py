@@ -11,7 +11,7 @@ Kind = Literal["template", "claude-command", "vscode-prompt"]
 Format = Literal["auto", "claude-code", "claude-plugin", "claude-skills", "vscode", "template"]
 """What a directory holds: ``auto`` tells each file's kind by its name and place; ``claude-plugin`` (a
 Claude Code plugin: ``.claude-plugin/`` beside ``commands/`` and ``skills/``) is found by looking, and
-``claude-skills`` (a directory inside ``.claude/skills``, not a configurable format) by where it is."""
+``claude-skills`` (a ``.claude/skills`` folder itself, not a configurable format) by where it is."""
 
 
 def kind_of(relative: str, directory_format: Format = "auto") -> Kind | None:
@@ -45,11 +45,11 @@ def _under(parts: list[str], *folders: str) -> bool:
 
 def format_of(resolved_root: str) -> Format:
     """What a directory holds by where it is: inside ``.claude/commands`` (a project's or ``~/.claude``),
-    Claude Code's commands; inside ``.claude/skills``, skills (only their ``SKILL.md`` files are prompts,
-    as when the project around it is served); else each file by its own name and place."""
+    Claude Code's commands; a ``.claude/skills`` folder, skills (only their ``SKILL.md`` files are
+    prompts, as when the project around it is served); else each file by its own name and place."""
     parts = resolved_root.replace("\\", "/").split("/")
     if any(parts[i : i + 2] == [".claude", "commands"] for i in range(len(parts) - 1)):
         return "claude-code"
-    if any(parts[i : i + 2] == [".claude", "skills"] for i in range(len(parts) - 1)):
+    if parts[-2:] == [".claude", "skills"]:  # (a folder inside it, one skill's, is read as any folder)
         return "claude-skills"
     return "auto"

@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime
 import mimetypes
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ import yaml
 from gateway.protocol.skills import (
     MAX_RESOURCES_PER_SKILL,
     MAX_TOTAL_SIZE_PER_SKILL,
+    PLAIN_SEGMENT,
     SKILL_FILE,
     SKILL_MIME_TYPE,
     description_problem,
@@ -42,7 +42,6 @@ from gateway.sources.files.common import FRONT_MATTER
 MAX_SKILLS_BYTES = 256 * 1024 * 1024
 """Every skill of one directory together: they are held in memory, so what a folder can cost is bounded."""
 MAX_SKILLS = 2000
-_SEGMENT = re.compile(r"^[A-Za-z0-9._~-]+\Z")  # an RFC 3986 unreserved segment: no escaping needed
 
 
 @dataclass(frozen=True)
@@ -161,7 +160,7 @@ def _skill_path(parts: list[str], *, plugin: bool, whole_folder: bool) -> str | 
 
 def read_skill(folder: Path, skill_path: str, source: str) -> LocalSkill:
     """One skill folder, or SkillFileError saying why it cannot be served as a skill."""
-    bad = next((s for s in skill_path.split("/") if not _SEGMENT.match(s)), None)
+    bad = next((s for s in skill_path.split("/") if not PLAIN_SEGMENT.match(s)), None)
     if bad is not None:
         raise SkillFileError(f"folder {bad!r} is not a plain URI segment (letters, digits, '.', '_', '~', '-')")
     files = _read_files(folder)
