@@ -200,3 +200,25 @@ def test_an_unset_variable_in_an_upstream_fails_that_upstream_alone() -> None:
     ).upstreams[0]
     assert resolved.unresolved is None
     assert resolved.connection != a.connection  # a reload that sets the variable restarts it
+
+
+def test_relative_paths_are_the_config_files_folder_and_a_bare_command_is_looked_up(tmp_path: Path) -> None:
+    from gateway.config import load_config
+
+    (tmp_path / "ca.pem").write_text("not checked here beyond existing")
+    config_file = tmp_path / "gateway.toml"
+    config_file.write_text(
+        '[server.audit]\nfile = "logs/audit.jsonl"\n\n'
+        '[[upstreams]]\nnamespace = "a"\ncommand = "uvx"\nargs = ["server.py"]\ncwd = "~/work"\n\n'
+        '[[upstreams]]\nnamespace = "b"\ncommand = "./server.py"\nenv_file = "/etc/b.env"\n\n'
+        '[[upstreams]]\nnamespace = "c"\ntransport = "streamable-http"\nurl = "https://c.example/mcp"\n'
+        'ca_file = "ca.pem"\n\n'
+        '[[upstreams]]\nnamespace = "d"\ntransport = "files"\npath = "../shared/prompts"\n'
+    )
+    config = load_config(config_file)
+    a, b, c, d = config.upstreams
+    assert (a.command, a.args, a.cwd) == ("uvx", ("server.py",), str(Path.home() / "work"))  # type: ignore[union-attr]
+    assert (b.command, b.env_file) == (str(tmp_path / "server.py"), "/etc/b.env")  # type: ignore[union-attr]
+    assert c.ca_file == str(tmp_path / "ca.pem")  # type: ignore[union-attr]
+    assert d.path == str(tmp_path / "../shared/prompts")  # type: ignore[union-attr]
+    assert config.server.audit.file == str(tmp_path / "logs/audit.jsonl")

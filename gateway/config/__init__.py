@@ -28,6 +28,7 @@ from pydantic import (
 from gateway.config.admin import AdminSettings
 from gateway.config.limits import LimitsSettings
 from gateway.config.observability import TelemetrySettings
+from gateway.config.paths import anchored
 from gateway.config.sections import (
     _SECRET_PATH,
     _VARIABLE,
@@ -227,8 +228,13 @@ _TOML_KINDS = {
 """What a value of the wrong kind should be, in the words of the TOML file it was written in."""
 
 
-def parse_config(data: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Config:
+def parse_config(
+    data: Mapping[str, Any], environ: Mapping[str, str] | None = None, *, folder: Path | None = None
+) -> Config:
+    """A config from its TOML data; ``folder``: the config file's, which its relative paths mean."""
     expanded, unresolved = _expand_upstreams(dict(data), os.environ if environ is None else environ)
+    if folder is not None:
+        expanded = anchored(expanded, folder)
     try:
         config = Config.model_validate(expanded)
     except ValidationError as exc:
@@ -274,4 +280,4 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     if not data:  # most often a file caught mid-write (editors and `>` truncate first): never "stop everything"
         raise ConfigError(f"{path}: the file is empty; a configuration has at least one table or key")
-    return parse_config(data, environ)
+    return parse_config(data, environ, folder=Path(path).absolute().parent)
