@@ -15,6 +15,7 @@ result is plain data: ``writer.py`` writes it as TOML.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -136,8 +137,8 @@ def read_client_config(
                 f'the file looks like Claude Code\'s ~/.claude.json (it has "projects"), read as {client}: only '
                 "its top-level servers were imported; import it with --from claude-code to see its projects' too"
             )
-        if found == "claude-desktop" and client == "auto" and _looks_like_claude_code(servers):
-            found = "claude-code"
+        if found == "claude-desktop" and client == "auto":
+            found = _client_by_shape(servers)
         result = ClientConfig(found, warnings=result_warnings)
     inputs = _inputs(document, section)
     for name, spec in servers.items():
@@ -241,9 +242,20 @@ def _is_this_gateway(spec: Mapping[str, Any]) -> bool:
     return any(a == "-m" and b == "gateway" for a, b in pairwise(names))
 
 
-def _looks_like_claude_code(servers: Mapping[str, Any]) -> bool:
-    """Claude Code's ``.mcp.json`` names each server's ``type`` and expands ``${VAR}``."""
-    return any(isinstance(s, dict) and s.get("type") in ("stdio", "http", "sse") for s in servers.values())
+def _client_by_shape(servers: Mapping[str, Any]) -> ClientFormat:
+    """Which client wrote an ``mcpServers`` file its name and place do not tell: Windsurf's alone say
+    ``serverUrl``; Claude Code's ``.mcp.json`` names each server's ``type`` (and expands ``${VAR}``); an
+    editor's ``${env:X}`` is Cursor's (or Windsurf's, which expands it alike); else Claude Desktop's,
+    which expands nothing. (A tester's Windsurf file saved elsewhere was read as Claude Desktop's: its
+    ``${env:WS_TOKEN}`` went into the config as that text, sent as the header.)"""
+    specs = [s for s in servers.values() if isinstance(s, dict)]
+    if any("serverUrl" in s for s in specs):
+        return "windsurf"
+    if any(s.get("type") in ("stdio", "http", "sse") for s in specs):
+        return "claude-code"
+    if "${env:" in json.dumps(specs):
+        return "cursor"
+    return "claude-desktop"
 
 
 def _inputs(document: Mapping[str, Any], section: tuple[str, ...]) -> dict[str, tuple[str, str | None]]:

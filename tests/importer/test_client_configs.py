@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import load_config
-from gateway.importer.clients import client_of
+from gateway.importer.clients import client_of, read_client_config
 from gateway.importer.writer import import_client_config
 from gateway.protocol.errors import ConfigError
 
@@ -96,6 +96,26 @@ def test_cursor_bare_urls_and_windsurf_server_urls(tmp_path: Path) -> None:
     windsurf = '{"mcpServers": {"remote": {"serverUrl": "https://w.example.com/mcp"}}}'
     (remote,) = load(tmp_path, import_client_config(windsurf, client="windsurf").toml)
     assert remote["url"] == "https://w.example.com/mcp"
+
+
+def test_an_editors_file_saved_anywhere_is_told_by_its_shape_and_keeps_its_variables(tmp_path: Path) -> None:
+    """A tester's Windsurf file outside ~/.codeium/windsurf was read as Claude Desktop's (it has
+    ``mcpServers``): its ``Bearer ${env:WS_TOKEN}`` went into the config as that text and would have
+    been sent as the header. Windsurf's ``serverUrl`` and an editor's ``${env:X}`` now say which."""
+    windsurf = '{"mcpServers": {"r": {"serverUrl": "https://w.example/mcp",'
+    windsurf += ' "headers": {"Authorization": "Bearer ${env:WS_TOKEN}"}}}}'
+    assert read_client_config(windsurf).client == "windsurf"
+    imported = import_client_config(windsurf)
+    (remote,) = load(tmp_path, imported.toml, WS_TOKEN="t0ken")
+    assert remote["headers"] == {"Authorization": "Bearer t0ken"}
+    cursor = '{"mcpServers": {"l": {"command": "npx", "args": ["pkg"], "env": {"KEY": "${env:KEY}"}}}}'
+    assert read_client_config(cursor).client == "cursor"
+    imported = import_client_config(cursor)
+    assert load(tmp_path, imported.toml, KEY="k")[0]["env"] == {"KEY": "k"}
+    desktop = '{"mcpServers": {"l": {"command": "npx", "args": ["pkg", "${NOT_EXPANDED}"]}}}'
+    assert read_client_config(desktop).client == "claude-desktop"  # which expands nothing: a $ is a $
+    imported = import_client_config(desktop)
+    assert load(tmp_path, imported.toml)[0]["args"] == ("pkg", "${NOT_EXPANDED}")
 
 
 def test_claude_code_mcp_json_and_its_defaults(tmp_path: Path) -> None:
