@@ -107,12 +107,19 @@ async def test_a_folder_moved_away_with_its_parent_is_followed(tmp_path: Path) -
 
 
 async def test_a_folder_missing_at_start_is_served_once_made(tmp_path: Path) -> None:
+    """Said as the docs say: a warning that it is missing, and the upstream down but coming back by
+    itself (``backing-off``), then ``ready`` (a tester saw ``failed``, given up, logged at info level,
+    no ``prompt_folder_missing``, and no state event once the folder was there)."""
     root = tmp_path / "checkout" / "prompts"
     async with serving(tmp_path, root) as (gateway, client, changes):
+        down = await gateway.wait_for_event("upstream_state", upstream="team")
+        assert (down["state"], down["level"]) == ("backing-off", "warning")
+        assert (await gateway.wait_for_event("prompt_folder_missing", upstream="team"))["path"] == str(root)
         assert not (await client.list_prompts()).prompts
         (tmp_path / "checkout").mkdir()
         folder(root, "new")
         await gateway.wait_for_event("prompt_folder_back", upstream="team")
+        assert (await gateway.wait_for_event("upstream_state", upstream="team"))["state"] == "ready"
         await until_listed(client, changes, "new")
         await still_followed(root, client, changes, "new")
 

@@ -281,10 +281,11 @@ class FilePromptSource:
         """Read the folder. A broken file or a note is logged when it appears, not at every read: each
         edit, and the read that arms the watch, re-reads everything, and logged each again."""
         known = {*self.problems.values(), *self.skill_problems.values(), *self.notes}
-        if not self._root.is_dir():
+        if not self._root.is_dir():  # watched, it comes back by itself when a folder is there again
             self.prompts, self.skills, self.problems, self.notes = {}, {}, {}, []
             self.skill_problems = {}
-            self.state, self.last_error = "failed", f"{self._root} is not a directory"
+            self.state = "backing-off" if self.settings.watch else "failed"
+            self.last_error = f"{self._root} is not a directory"
             return
         scanned = scan(self._root, self.settings.format, skill_files=self.settings.skills_as != "skills")
         prompts, problems = scanned.prompts, scanned.problems
@@ -324,14 +325,25 @@ class FilePromptSource:
             await anyio.sleep_forever()
         await anyio.to_thread.run_sync(self._load)
         self._settled.set()
-        log.info("upstream_state", upstream=self.namespace, state=self.state, prompts=len(self.prompts))
+        self._log_state()
+        if not self.ready and self.settings.watch:  # missing at start: followed until it is there
+            log.warning("prompt_folder_missing", upstream=self.namespace, path=str(self._root), detail=self.last_error)
         if not self.settings.watch:
             await anyio.sleep_forever()
         await FolderWatch(self._root, self._reread).follow()
 
+    def _log_state(self) -> None:
+        if self.ready:
+            log.info("upstream_state", upstream=self.namespace, state=self.state, prompts=len(self.prompts))
+        else:
+            log.warning("upstream_state", upstream=self.namespace, state=self.state, error=self.last_error)
+
     async def _reread(self, reason: Reason) -> None:
         before = (self.prompts, self.problems, self.skills, self.skill_problems)
+        state = self.state
         await anyio.to_thread.run_sync(self._load)
+        if self.state != state:  # (a folder gone or back: what check, /readyz and the metrics say changes)
+            self._log_state()
         if reason == "armed":  # the first watch is on: what changed since the first read, if anything
             if (self.prompts, self.problems, self.skills, self.skill_problems) != before:
                 log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
