@@ -122,6 +122,7 @@ class EraNegotiation:
     _handshake_only: bool
     _guessed_handshake_only: bool
     _probe_suspected: bool
+    _probe_cleared: bool
     probe_outcome: str | None
     _connection_tasks: TaskGroup | None
     _stream: MessageStream | None
@@ -260,6 +261,8 @@ class EraNegotiation:
             self._raise_if_unreachable(exc)
             if required:
                 raise UpstreamUnavailable(self.namespace, self._exited("during discovery")) from exc
+            if self._probe_cleared:  # it died without the probe too since it last served: a crash, said plainly
+                raise UpstreamUnavailable(self.namespace, self._exited("while starting")) from exc
             self._handshake_only = self._guessed_handshake_only = self._probe_suspected = True
             raise DiedOnProbe(
                 self.namespace, self._exited("on the server/discover probe") + "; restarting it for the handshake only"
@@ -314,6 +317,7 @@ class EraNegotiation:
                 raise DiedOnProbe(self.namespace, message + "; restarting it for the handshake only") from exc
             if self._probe_suspected:  # it dies without the probe as well: the probe was not why
                 self._handshake_only = self._guessed_handshake_only = self._probe_suspected = False
+                self._probe_cleared = True  # (its next deaths, until it serves, are not blamed on the probe)
                 message = self._exited("during initialize") + " (without the server/discover probe too)"
                 raise UpstreamUnavailable(self.namespace, message) from exc
             raise UpstreamUnavailable(self.namespace, self._exited("during initialize")) from exc

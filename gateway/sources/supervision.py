@@ -79,6 +79,7 @@ class Supervision:
     _ready_since: float | None
     _handshake_only: bool
     _probe_suspected: bool
+    _probe_cleared: bool
     _era_key: str | None
     _max_message_bytes: int
     _upstream_token: UpstreamToken | None
@@ -170,6 +171,7 @@ class Supervision:
         """The upstream's frame stream, whatever its transport, with details worth logging."""
         settings, limit = self.settings, self._max_message_bytes
         if isinstance(settings, StdioUpstream):
+            self._stderr_tail.clear()  # what this process says (the last one's lines told of the last one)
             spec = ChildSpec(settings.command, settings.args, {**_env_file(settings), **settings.env}, settings.cwd)
             async with open_child(spec, on_stderr_line=self._log_stderr, max_message_bytes=limit) as (stream, process):
                 yield stream, {"pid": process.pid}
@@ -213,6 +215,7 @@ class Supervision:
                         "ready", server=self.server_info.get("name"), protocol_version=self.protocol_version, **details
                     )
                     self._ready_since = anyio.current_time()
+                    self._probe_cleared = False  # served: a death on the probe may be the probe's again
                     if self._probe_suspected:  # it died on the probe, and the handshake alone serves it
                         self._probe_suspected = False
                         if self._era_key is not None and not self.modern:

@@ -78,6 +78,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         self._handshake_only = False  # set once the server died on the probe
         self._guessed_handshake_only = False  # set from its stderr alone: undone if it then proves modern
         self._probe_suspected = False  # it died on the probe in this run: remembered once the handshake serves
+        self._probe_cleared = False  # it died without the probe too since it last served: not the probe's doing
         self._era_key: str | None = None  # a stdio server's key in what earlier runs learnt (era_memory.py)
         if isinstance(settings, StdioUpstream) and settings.protocol == "auto":
             self._era_key = era_memory.key_of(settings.command, settings.args, settings.cwd)

@@ -210,6 +210,38 @@ async def test_a_server_that_fails_to_start_is_not_taken_for_one_that_died_of_th
         assert not [e for e in gateway.events if e.get("event") == "upstream_died_on_probe"]
 
 
+async def test_a_server_that_crashes_at_every_start_is_said_to_crash_not_to_die_of_the_probe(tmp_path: Path) -> None:
+    """A tester's published servers crashed at import (an AttributeError against a newer SDK): every
+    cycle of restarts said "exited on the server/discover probe ... restarting it for the handshake
+    only" again, and "its stderr ended with" held the lines of two processes. Once it died without the
+    probe too, its deaths are said as crashes until it serves; each message holds its own process's lines."""
+    counter = tmp_path / "starts"
+    crashing = (
+        "import pathlib, sys; p = pathlib.Path(sys.argv[1]); n = len(p.read_text()) + 1 if p.exists() else 1;"
+        " p.write_text('x' * n); sys.stderr.write(f'AttributeError at start {n}\\n'); sys.exit(1)"
+    )
+    server = {"namespace": "crashy", "command": sys.executable, "args": ["-c", crashing, str(counter)]}
+    config = write_config(
+        tmp_path / "c.toml",
+        [server],
+        server={"transport": "http", "port": 0},
+        gateway={"restart_initial_s": 0.05, "restart_max_s": 0.2, "max_restarts": 1000},
+    )
+    async with running_gateway(config) as gateway:
+        errors = []
+        while len(errors) < 3:
+            down = await gateway.wait_for_event("upstream_state", upstream="crashy", state="backing-off")
+            errors.append(down["error"])
+        died = [e["error"] for e in gateway.events if e.get("event") == "upstream_died_on_probe"]
+    assert len(died) == 1, died  # the first start only
+    assert "AttributeError at start 1" in died[0]
+    for error, start in zip(errors, (2, 3, 4), strict=True):  # its own last words, not the last process's too
+        assert all(f"at start {other}" not in error for other in range(1, 6) if other != start), error
+    assert "without the server/discover probe too" in errors[0]  # start 2, the handshake alone: not the probe
+    assert all("exited while starting" in error for error in errors[1:]), errors  # said plainly from then on
+    assert all("restarting it for the handshake only" not in error for error in errors)
+
+
 async def test_a_server_that_died_on_a_probe_once_then_proved_modern_is_not_remembered_as_old(tmp_path: Path) -> None:
     """Found by a review: it died on the probe, was restarted for the handshake, refused that as
     2026-07-28-only and was probed again: served, it was still written to eras.json as handshake-only."""
