@@ -222,3 +222,19 @@ def test_relative_paths_are_the_config_files_folder_and_a_bare_command_is_looked
     assert c.ca_file == str(tmp_path / "ca.pem")  # type: ignore[union-attr]
     assert d.path == str(tmp_path / "../shared/prompts")  # type: ignore[union-attr]
     assert config.server.audit.file == str(tmp_path / "logs/audit.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"upstream": [{"namespace": "a", "command": "x"}]}, "upstream: unknown key (did you mean 'upstreams'?)"),
+        ({"upstreams": [{"namespace": "a", "comand": "x"}]}, "comand: unknown key (did you mean 'command'?)"),
+        ({"server": {"audit": {"fille": "a.jsonl"}}}, "server.audit.fille: unknown key (did you mean 'file'?)"),
+        ({"colour": "blue"}, "colour: unknown key\n"),
+    ],
+)
+def test_an_unknown_key_names_the_key_it_is_close_to(data: dict[str, object], said: str) -> None:
+    """A tester's ``[[upstream]]`` got a bare "upstream: unknown key"."""
+    with pytest.raises(ConfigError) as refused:
+        parse_config(data)
+    assert said in str(refused.value) + "\n"

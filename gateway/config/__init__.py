@@ -11,15 +11,17 @@ whole and its one public face (``__all__``).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import (
+    BaseModel,
     Field,
     ValidationError,
     model_validator,
@@ -228,6 +230,29 @@ _TOML_KINDS = {
 """What a value of the wrong kind should be, in the words of the TOML file it was written in."""
 
 
+def _keys_of(model: type[BaseModel], seen: set[type[BaseModel]]) -> set[str]:
+    """Every key a config section of ``model`` and the sections inside it take."""
+    seen.add(model)
+    keys: set[str] = set()
+    for name, field in model.model_fields.items():
+        keys.add(field.alias or name)
+        pending: list[Any] = [field.annotation]
+        while pending:
+            kind = pending.pop()
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                if kind not in seen:
+                    keys |= _keys_of(kind, seen)
+            else:
+                pending.extend(get_args(kind))
+    return keys
+
+
+def _did_you_mean(key: str) -> str:
+    """A near key the config takes (``upstream`` for ``upstreams``), said after "unknown key"."""
+    close = difflib.get_close_matches(key, _keys_of(Config, set()), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def parse_config(
     data: Mapping[str, Any], environ: Mapping[str, str] | None = None, *, folder: Path | None = None
 ) -> Config:
@@ -250,7 +275,7 @@ def parse_config(
             message = _TOML_KINDS.get(error["type"]) or str(error["msg"]).removeprefix("Value error, ")
             where = _key_path(loc)
             if error["type"] == "extra_forbidden":
-                message = "unknown key"
+                message = "unknown key" + _did_you_mean(str(loc[-1]))
             elif error["type"] == "union_tag_invalid":
                 message = f"transport {error['ctx']['tag']!r} is not one of {error['ctx']['expected_tags']}"
             elif error["type"] == "string_pattern_mismatch" and where.endswith("namespace"):
