@@ -44,6 +44,8 @@ def caller_layers(config: Config, *, token: str | None, claims: dict[str, Any] |
         matched = ClaimViews(config.server.views, separator).matching(claims)
         who = "a person whose token matches " + (", ".join(f"view {n}" for n, _ in matched) or "no view")
         return who, [Layer(f"view {name}", rules) for name, rules in matched]
+    if config.server.tokens or config.server.auth is not None:  # over HTTP here, every caller has a token
+        return "a stdio client, the global policy alone (--token NAME or --claims FILE: an HTTP caller's)", []
     return "a caller without a token (stdio, or HTTP without [[server.tokens]])", []
 
 
@@ -130,7 +132,7 @@ async def explain_command(
         if offers_skills:
             decisions["skills"] = [e.as_json() for e in skills]
         print(json_text({**decisions, "unavailable": unavailable}, indent=2))
-    else:
+    elif explained or skills or name is None:  # (nothing found: only the stderr line below says so)
         print(f"for {who}:")
         for item in [*explained, *skills]:
             print(escaped(_described(item, whole=name is not None), lines=True))

@@ -124,6 +124,11 @@ def test_explain_says_what_it_cannot_explain(tmp_path: Path) -> None:
     typo = explain(path, "eng__code_reveiw")
     assert typo.returncode == 1
     assert "did you mean eng__code_review" in typo.stderr
+    assert typo.stdout == ""  # (a tester saw the caller's header alone on stdout, the answer on stderr)
+    tokenless = explain(path, "eng__code_review")  # with [[server.tokens]]: every HTTP caller has one
+    assert tokenless.stdout.startswith("for a stdio client, the global policy alone (--token NAME or --claims"), (
+        tokenless.stdout
+    )
     claims = tmp_path / "claims.json"
     claims.write_text("[1, 2]")
     assert "must hold a JSON object of claims" in explain(path, "--all", "--claims", str(claims)).stderr
