@@ -213,15 +213,19 @@ def test_relative_paths_are_the_config_files_folder_and_a_bare_command_is_looked
         '[[upstreams]]\nnamespace = "b"\ncommand = "./server.py"\nenv_file = "/etc/b.env"\n\n'
         '[[upstreams]]\nnamespace = "c"\ntransport = "streamable-http"\nurl = "https://c.example/mcp"\n'
         'ca_file = "ca.pem"\n\n'
-        '[[upstreams]]\nnamespace = "d"\ntransport = "files"\npath = "../shared/prompts"\n'
+        '[[upstreams]]\nnamespace = "d"\ntransport = "files"\npath = "../shared/prompts"\n\n'
+        '[[upstreams]]\nnamespace = "e"\ncommand = "bin/server"\ncwd = "/srv/app"\n\n'
+        '[[upstreams]]\nnamespace = "f"\ntransport = "files"\npath = "~backup-prompts"\n'
     )
     config = load_config(config_file)
-    a, b, c, d = config.upstreams
+    a, b, c, d, e, f = config.upstreams
     assert (a.command, a.args, a.cwd) == ("uvx", ("server.py",), str(Path.home() / "work"))  # type: ignore[union-attr]
     assert (b.command, b.env_file) == (str(tmp_path / "server.py"), "/etc/b.env")  # type: ignore[union-attr]
     assert c.ca_file == str(tmp_path / "ca.pem")  # type: ignore[union-attr]
     assert d.path == str(tmp_path / "../shared/prompts")  # type: ignore[union-attr]
     assert config.server.audit.file == str(tmp_path / "logs/audit.jsonl")
+    assert e.command == "/srv/app/bin/server"  # type: ignore[union-attr]  # in its cwd, where a child looks
+    assert f.path == str(tmp_path / "~backup-prompts")  # type: ignore[union-attr]  # a folder's name, not ~user
 
 
 @pytest.mark.parametrize(
@@ -231,6 +235,10 @@ def test_relative_paths_are_the_config_files_folder_and_a_bare_command_is_looked
         ({"upstreams": [{"namespace": "a", "comand": "x"}]}, "comand: unknown key (did you mean 'command'?)"),
         ({"server": {"audit": {"fille": "a.jsonl"}}}, "server.audit.fille: unknown key (did you mean 'file'?)"),
         ({"colour": "blue"}, "colour: unknown key\n"),
+        # only keys of the same section, never the key itself (a reviewer: "path: ... did you mean 'path'?")
+        ({"upstreams": [{"namespace": "a", "command": "x", "path": "p"}]}, "upstreams[0].path: unknown key\n"),
+        ({"server": {"watch": True}}, "server.watch: unknown key\n"),
+        ({"upstreams": [{"namespace": "a", "transport": "files", "paht": "p"}]}, "(did you mean 'path'?)"),
     ],
 )
 def test_an_unknown_key_names_the_key_it_is_close_to(data: dict[str, object], said: str) -> None:

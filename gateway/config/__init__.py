@@ -23,6 +23,7 @@ from typing import Annotated, Any, get_args
 from pydantic import (
     BaseModel,
     Field,
+    Tag,
     ValidationError,
     model_validator,
 )
@@ -230,26 +231,53 @@ _TOML_KINDS = {
 """What a value of the wrong kind should be, in the words of the TOML file it was written in."""
 
 
-def _keys_of(model: type[BaseModel], seen: set[type[BaseModel]]) -> set[str]:
-    """Every key a config section of ``model`` and the sections inside it take."""
-    seen.add(model)
-    keys: set[str] = set()
-    for name, field in model.model_fields.items():
-        keys.add(field.alias or name)
-        pending: list[Any] = [field.annotation]
-        while pending:
-            kind = pending.pop()
-            if isinstance(kind, type) and issubclass(kind, BaseModel):
-                if kind not in seen:
-                    keys |= _keys_of(kind, seen)
-            else:
-                pending.extend(get_args(kind))
-    return keys
+def _models_in(annotation: Any) -> dict[str | None, type[BaseModel]]:
+    """The config sections a field's annotation holds, by their union tag (None: untagged)."""
+    found: dict[str | None, type[BaseModel]] = {}
+    pending: list[tuple[Any, str | None]] = [(annotation, None)]
+    while pending:
+        kind, tag = pending.pop()
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            found[tag] = kind
+            continue
+        metadata = getattr(kind, "__metadata__", ())
+        tags = [m.tag for m in metadata if isinstance(m, Tag)]
+        pending.extend((arg, tags[0] if tags else tag) for arg in get_args(kind))
+    return found
 
 
-def _did_you_mean(key: str) -> str:
-    """A near key the config takes (``upstream`` for ``upstreams``), said after "unknown key"."""
-    close = difflib.get_close_matches(key, _keys_of(Config, set()), n=1, cutoff=0.75)
+def _section_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The config section where the last key of ``loc`` was written (``upstreams[0]``: its transport's)."""
+    model: type[BaseModel] = Config
+    choices: dict[str | None, type[BaseModel]] = {}
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if choices:  # a tagged union: this part is the tag pydantic chose
+            if part not in choices:
+                return None
+            model, choices = choices[part], {}
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        inner = _models_in(field.annotation)
+        if len(inner) == 1:
+            model = next(iter(inner.values()))
+        elif inner:
+            choices = inner
+        else:
+            return None
+    return None if choices else model
+
+
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """A near key of the same section (``upstreams`` for ``upstream``), said after "unknown key"."""
+    section, key = _section_at(loc), str(loc[-1])
+    if section is None:
+        return ""
+    keys = {field.alias or name for name, field in section.model_fields.items()} - {key}
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
@@ -275,7 +303,7 @@ def parse_config(
             message = _TOML_KINDS.get(error["type"]) or str(error["msg"]).removeprefix("Value error, ")
             where = _key_path(loc)
             if error["type"] == "extra_forbidden":
-                message = "unknown key" + _did_you_mean(str(loc[-1]))
+                message = "unknown key" + _did_you_mean(loc)
             elif error["type"] == "union_tag_invalid":
                 message = f"transport {error['ctx']['tag']!r} is not one of {error['ctx']['expected_tags']}"
             elif error["type"] == "string_pattern_mismatch" and where.endswith("namespace"):

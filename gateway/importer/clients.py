@@ -244,18 +244,24 @@ def _is_this_gateway(spec: Mapping[str, Any]) -> bool:
 
 def _client_by_shape(servers: Mapping[str, Any]) -> ClientFormat:
     """Which client wrote an ``mcpServers`` file its name and place do not tell: Windsurf's alone say
-    ``serverUrl``; Claude Code's ``.mcp.json`` names each server's ``type`` (and expands ``${VAR}``); an
-    editor's ``${env:X}`` is Cursor's (or Windsurf's, which expands it alike); else Claude Desktop's,
-    which expands nothing. (A tester's Windsurf file saved elsewhere was read as Claude Desktop's: its
-    ``${env:WS_TOKEN}`` went into the config as that text, sent as the header.)"""
+    ``serverUrl``; an editor's ``${env:X}``, ``${userHome}`` or ``${workspaceFolder}`` is Cursor's (or
+    Windsurf's, which expands them alike), even beside a ``type``; Claude Code's ``.mcp.json`` names each
+    server's ``type`` (and expands ``${VAR}``); else Claude Desktop's, which expands nothing. (A tester's
+    Windsurf file saved elsewhere was read as Claude Desktop's: its ``${env:WS_TOKEN}`` went into the
+    config as that text, sent as the header.)"""
     specs = [s for s in servers.values() if isinstance(s, dict)]
     if any("serverUrl" in s for s in specs):
         return "windsurf"
+    text = json.dumps(specs)
+    if any(variable in text for variable in _EDITOR_ONLY):  # (before type: Claude Code writes none of these)
+        return "cursor"
     if any(s.get("type") in ("stdio", "http", "sse") for s in specs):
         return "claude-code"
-    if "${env:" in json.dumps(specs):
-        return "cursor"
     return "claude-desktop"
+
+
+_EDITOR_ONLY = ("${env:", "${userHome}", "${workspaceFolder}")
+"""Variables only the editors expand (Cursor, Windsurf, VS Code): a file using them was written for one."""
 
 
 def _inputs(document: Mapping[str, Any], section: tuple[str, ...]) -> dict[str, tuple[str, str | None]]:

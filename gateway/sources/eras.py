@@ -261,7 +261,11 @@ class EraNegotiation:
             self._raise_if_unreachable(exc)
             if required:
                 raise UpstreamUnavailable(self.namespace, self._exited("during discovery")) from exc
-            if self._probe_cleared:  # it died without the probe too since it last served: a crash, said plainly
+            if self._probe_cleared:
+                # It died without the probe too since it last served: said as a crash (with backoff). Its next
+                # starts are without the probe all the same (one that does die of it is served then), and
+                # nothing is remembered of it: a modern server is probed again when it refuses the handshake.
+                self._handshake_only = self._guessed_handshake_only = True
                 raise UpstreamUnavailable(self.namespace, self._exited("while starting")) from exc
             self._handshake_only = self._guessed_handshake_only = self._probe_suspected = True
             raise DiedOnProbe(
@@ -312,8 +316,11 @@ class EraNegotiation:
         except PeerClosed as exc:
             self._raise_if_unreachable(exc)
             if probed and not self._handshake_only:
-                self._handshake_only = self._guessed_handshake_only = self._probe_suspected = True
+                self._handshake_only = self._guessed_handshake_only = True
                 message = self._exited("during initialize, after the server/discover probe")
+                if self._probe_cleared:  # (as in _discover: a crash, its next starts without the probe)
+                    raise UpstreamUnavailable(self.namespace, message) from exc
+                self._probe_suspected = True
                 raise DiedOnProbe(self.namespace, message + "; restarting it for the handshake only") from exc
             if self._probe_suspected:  # it dies without the probe as well: the probe was not why
                 self._handshake_only = self._guessed_handshake_only = self._probe_suspected = False

@@ -112,6 +112,11 @@ def test_an_editors_file_saved_anywhere_is_told_by_its_shape_and_keeps_its_varia
     assert read_client_config(cursor).client == "cursor"
     imported = import_client_config(cursor)
     assert load(tmp_path, imported.toml, KEY="k")[0]["env"] == {"KEY": "k"}
+    typed = '{"mcpServers": {"l": {"type": "stdio", "command": "npx", "env": {"T": "${env:GH_TOKEN}"}}}}'
+    assert read_client_config(typed).client == "cursor"  # (a reviewer: read as Claude Code's, left literal)
+    assert load(tmp_path, import_client_config(typed).toml, GH_TOKEN="g")[0]["env"] == {"T": "g"}
+    home = '{"mcpServers": {"l": {"command": "${userHome}/bin/notes"}}}'
+    assert load(tmp_path, import_client_config(home).toml)[0]["command"] == "/home/ada/bin/notes"
     desktop = '{"mcpServers": {"l": {"command": "npx", "args": ["pkg", "${NOT_EXPANDED}"]}}}'
     assert read_client_config(desktop).client == "claude-desktop"  # which expands nothing: a $ is a $
     imported = import_client_config(desktop)

@@ -21,10 +21,9 @@ def test_path_cwd_env_file_and_a_command_written_as_a_path_are_the_config_folder
     folder = tmp_path / "team-gateway"
     (folder / "prompts").mkdir(parents=True)
     (folder / "prompts/hello.md").write_text("Say hello to {{ name }}.\n")
-    (folder / "sub").mkdir()
     (folder / ".env").write_text(f"PYTHONPATH={ROOT}\nFROM_ENV_FILE=yes\n")
-    server = folder / "bin/env-server"
-    server.parent.mkdir()
+    server = folder / "sub/bin/env-server"  # a command written as a path is found in its cwd, as a child would
+    server.parent.mkdir(parents=True)
     server.write_text(f'#!/bin/sh\nexport STARTED_IN="$(pwd)"\nexec {sys.executable} -m tests.servers.environment\n')
     server.chmod(0o755)
     config = folder / "gateway.toml"
