@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import sys
@@ -32,6 +33,21 @@ PACKAGES = ROOT / "interop" / "node_modules"
 GATEWAY = str(Path(sys.executable).parent / "prompt-gateway")
 EXAMPLE = str(ROOT / "config.example.toml")
 INSPECTOR = "@modelcontextprotocol/inspector"
+TOKEN = "readme-token-" + "x" * 32  # what the README's $PROMPTS_TOKEN stands for here
+
+
+def with_token(command: str, url: str) -> list[str]:
+    """A README command over HTTP as a shell would split it, the gateway's URL and token in it."""
+    return shlex.split(command.replace("http://127.0.0.1:8080", url).replace("$PROMPTS_TOKEN", TOKEN))
+
+
+def token_config(path: Path) -> Path:
+    return write_config(
+        path,
+        [demo_upstream("writing", "writing")],
+        server={"transport": "http", "port": 0},
+        tokens=[{"name": "readme", "token": TOKEN}],
+    )
 
 
 def readme_commands(start: str) -> list[str]:
@@ -69,7 +85,7 @@ async def test_the_inspector_commands_of_the_readme(node: str, tmp_path: Path) -
     empty cache of its own): the pinned version is found in ``interop/node_modules`` or the command fails.
     Unpinned, npx on Node 20 ran Inspector 0.15, where this command line means something else."""
     version, engines = inspector_pinned()
-    browser, cli = readme_commands(f"npx -y {INSPECTOR}@{version} ")
+    browser, cli, over_http = readme_commands(f"npx -y {INSPECTOR}@{version} ")
     needs = re.fullmatch(r">=\s*(\d+)\.(\d+)\.0", engines)
     assert needs is not None, engines
     assert f"Node ≥ {needs[1]}.{needs[2]}" in " ".join(README.split())  # the README says what it runs on
@@ -77,6 +93,11 @@ async def test_the_inspector_commands_of_the_readme(node: str, tmp_path: Path) -
     assert tuple(map(int, running.lstrip("v").split(".")[:2])) >= (int(needs[1]), int(needs[2])), running
     env = {**environment(node, tmp_path), "npm_config_offline": "true", "npm_config_cache": str(tmp_path / "npm")}
     listed = await anyio.run_process([npx(), *cli.split()[1:]], env=env, cwd=ROOT / "interop", check=False)
+    assert listed.returncode == 0, listed.stderr.decode()[-2000:]
+    assert b"writing__summarize" in listed.stdout
+    async with running_gateway(token_config(tmp_path / "http.toml")) as gateway:  # with a token, over HTTP
+        command = with_token(over_http, gateway.url)
+        listed = await anyio.run_process([npx(), *command[1:]], env=env, cwd=ROOT / "interop", check=False)
     assert listed.returncode == 0, listed.stderr.decode()[-2000:]
     assert b"writing__summarize" in listed.stdout
     ports = {"CLIENT_PORT": str(free_port()), "SERVER_PORT": str(free_port())}  # not the fixed 6274/6277
@@ -108,13 +129,10 @@ async def test_the_claude_code_commands_of_the_readme(node: str, tmp_path: Path)
     (stdio,) = readme_commands("claude mcp add prompts")
     added = await anyio.run_process([str(claude), *stdio.split()[1:]], env=env, cwd=project, check=False)
     assert added.returncode == 0, added.stderr.decode()
-    config = write_config(
-        tmp_path / "http.toml", [demo_upstream("writing", "writing")], server={"transport": "http", "port": 0}
-    )
-    async with running_gateway(config) as gateway:
+    async with running_gateway(token_config(tmp_path / "http.toml")) as gateway:  # the header's token needed
         (http,) = readme_commands("claude mcp add --transport http prompts")
-        http = http.replace("prompts", "prompts-http", 1).replace("http://127.0.0.1:8080", gateway.url)
-        added = await anyio.run_process([str(claude), *http.split()[1:]], env=env, cwd=project, check=False)
+        command = with_token(http.replace("prompts", "prompts-http", 1), gateway.url)
+        added = await anyio.run_process([str(claude), *command[1:]], env=env, cwd=project, check=False)
         assert added.returncode == 0, added.stderr.decode()
         listed = await anyio.run_process([str(claude), "mcp", "list"], env=env, cwd=project, check=False)
     output = listed.stdout.decode()
