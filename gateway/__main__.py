@@ -19,7 +19,7 @@ import structlog
 from gateway import __version__
 from gateway.app import run_gateway, telemetry_wanted
 from gateway.config import Config, ServerSettings, load_config
-from gateway.explaining import explain_command
+from gateway.explaining import explain_command, token_rules
 from gateway.failed_start import answer_until_hangup, meant_for_stdio, one_line
 from gateway.importer.clients import CLIENT_FORMATS, client_of
 from gateway.importer.writer import import_client_config
@@ -91,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
                 "--tag", action="append", help="only prompts and skills with this tag (repeatable: all of them)"
             )
             sub.add_argument("--skills", action="store_true", help="only the skills (docs/skills.md)")
+            sub.add_argument(
+                "--token", metavar="TOKEN_NAME", help="what a client with this [[server.tokens]] entry sees"
+            )
         if name == "serve":
             sub.add_argument("--watch", action="store_true", help="reload the config when the file changes")
         if name == "explain":
@@ -222,7 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return anyio.run(_render, config, args.name, tuple(args.arg), args.json)
     if args.command == "explain":
         return _explain(config, args)
-    run_list = functools.partial(list_command, skills_only=args.skills)
+    try:
+        viewer = token_rules(config, args.token) if args.token is not None else None
+    except ConfigError as exc:
+        say(f"prompt-gateway: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
+    run_list = functools.partial(list_command, skills_only=args.skills, viewer=viewer)
     return anyio.run(run_list, config, args.json, tuple(args.tag or ()))
 
 

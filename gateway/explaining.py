@@ -27,15 +27,20 @@ from gateway.protocol.errors import ConfigError
 EXIT_VISIBLE, EXIT_HIDDEN, EXIT_USAGE = 0, 1, 2
 
 
+def token_rules(config: Config, token: str) -> Rules:
+    """The policy of the ``[[server.tokens]]`` entry named ``token`` (ConfigError naming the known ones)."""
+    tokens = {t.name: t for t in config.server.tokens}
+    if token not in tokens:
+        known = ", ".join(sorted(tokens)) or "none are configured"
+        raise ConfigError(f"--token {token!r}: no [[server.tokens]] entry has that name ({known})")
+    return Rules.of(tokens[token].policy, config.gateway.namespace_separator)
+
+
 def caller_layers(config: Config, *, token: str | None, claims: dict[str, Any] | None) -> tuple[str, list[Layer]]:
     """Who is asking, in words, and the policies beyond the global one their requests go through."""
     separator = config.gateway.namespace_separator
     if token is not None:
-        tokens = {t.name: t for t in config.server.tokens}
-        if token not in tokens:
-            known = ", ".join(sorted(tokens)) or "none are configured"
-            raise ConfigError(f"--token {token!r}: no [[server.tokens]] entry has that name ({known})")
-        return f"token {token}", [Layer(f"the policy of token {token}", Rules.of(tokens[token].policy, separator))]
+        return f"token {token}", [Layer(f"the policy of token {token}", token_rules(config, token))]
     if claims is not None:
         if not config.server.views:
             raise ConfigError(

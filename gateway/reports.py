@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from gateway.app import run_gateway
+from gateway.catalog.policy import Viewer
 from gateway.catalog.skills import SkillCatalog, skill_tags, skill_uri
 from gateway.config import AuthSettings, Config
 from gateway.protocol.control_chars import escaped, json_text
@@ -144,11 +145,14 @@ def _print_skills(skills: list[dict[str, Any]]) -> None:
     say(table(rows))
 
 
-async def list_command(config: Config, as_json: bool, tags: Sequence[str] = (), *, skills_only: bool = False) -> int:
+async def list_command(
+    config: Config, as_json: bool, tags: Sequence[str] = (), *, skills_only: bool = False, viewer: Viewer | None = None
+) -> int:
+    """What a client sees: one without a token, or (``viewer``) one with a ``[[server.tokens]]`` entry's."""
     async with run_gateway(config, settle=True) as gateway:
-        listing = await gateway.catalog.all_prompts()
+        listing = await gateway.catalog.all_prompts(viewer=viewer)
         offered = gateway.catalog.skills.offered
-        skills = await _visible_skills(gateway.catalog.skills, set(tags)) if offered else []
+        skills = await _visible_skills(gateway.catalog.skills, set(tags), viewer) if offered else []
         failed = [c.namespace for c in gateway.connectors if not c.ready]
     prompts = listing["prompts"]
     if tags:
@@ -173,9 +177,9 @@ async def list_command(config: Config, as_json: bool, tags: Sequence[str] = (), 
     return EXIT_UPSTREAM_FAILED if failed else EXIT_OK
 
 
-async def _visible_skills(catalog: SkillCatalog, tags: set[str]) -> list[dict[str, Any]]:
-    """The skills a client without a token is served, as ``list`` shows them (with ``tags``: only those
-    carrying every one)."""
+async def _visible_skills(catalog: SkillCatalog, tags: set[str], viewer: Viewer | None) -> list[dict[str, Any]]:
+    """The skills a client (without a token, or ``viewer``) is served, as ``list`` shows them (with
+    ``tags``: only those carrying every one)."""
     found: list[dict[str, Any]] = []
     for namespace, held in (await catalog.every()).items():
         if held is None:
@@ -183,7 +187,7 @@ async def _visible_skills(catalog: SkillCatalog, tags: set[str]) -> list[dict[st
         mount, skills = held
         for skill in skills:
             own_tags = skill_tags(skill, mount)
-            if catalog.visible(mount, skill) and tags <= set(own_tags):
+            if catalog.visible(mount, skill, viewer) and tags <= set(own_tags):
                 found.append(
                     {
                         "uri": skill_uri(namespace, skill.path, SKILL_FILE),

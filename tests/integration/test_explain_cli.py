@@ -220,3 +220,26 @@ def test_a_fifo_nothing_writes_to_times_out_with_exit_2(tmp_path: Path) -> None:
         2,
         [f"prompt-gateway: --claims {fifo}: cannot be read (nothing finished writing it within 10 s)"],
     )
+
+
+def test_list_shows_a_tokens_view_with_token(tmp_path: Path) -> None:
+    """``list`` showed only what a tokenless caller sees, which over HTTP with tokens no client gets (a new
+    user had to find ``explain --all --token``)."""
+    path = config(tmp_path)
+
+    def listed(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "gateway", "list", "--json", *args, "--config", str(path)]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, timeout=60)
+
+    tokenless = {p["name"] for p in json.loads(listed().stdout)}
+    ci = {p["name"] for p in json.loads(listed("--token", "ci").stdout)}
+    assert any(name.startswith("eng__commit_") for name in tokenless)
+    assert ci == {name for name in tokenless if not name.startswith("eng__commit_")}  # its policy's deny
+    billing = [s for s in json.loads(listed("--skills").stdout) if s["policyName"].startswith("team__billing/")]
+    assert billing  # the token's policy denies team__BILLING/* (look-alikes too): gone under it alone
+    skills = json.loads(listed("--skills", "--token", "ci").stdout)
+    assert skills
+    assert not [s for s in skills if s["policyName"].startswith("team__billing/")]
+    unknown = listed("--token", "nobody")
+    assert unknown.returncode == 2
+    assert "no [[server.tokens]] entry has that name (ci)" in unknown.stderr
