@@ -38,7 +38,7 @@ from gateway.protocol.errors import ConfigError
 from gateway.sources.backoff import Backoff
 from gateway.sources.client_requests import ClientRequestRelay
 from gateway.sources.progress import ProgressRelay
-from gateway.sources.upstream import UpstreamConnector
+from gateway.sources.upstream import UpstreamBounds, UpstreamConnector
 from gateway.transports import orphans
 
 if TYPE_CHECKING:
@@ -230,7 +230,6 @@ class Gateway:
     def _connector_for(
         self, settings: StdioUpstream | HttpUpstream | FilesUpstream
     ) -> UpstreamConnector | FilePromptSource:
-        gateway = self.config.gateway
         if isinstance(settings, FilesUpstream):
             from gateway.sources.files.source import FilePromptSource  # Jinja2, YAML, watchfiles: only for files
 
@@ -239,14 +238,21 @@ class Gateway:
             settings,
             on_change=self._changed,
             on_stale=self._stale,
-            max_message_bytes=gateway.max_message_bytes,
-            backoff=Backoff(gateway.restart_initial_s, gateway.restart_max_s, gateway.max_restarts),
-            max_in_flight=settings.max_in_flight or gateway.max_requests_per_upstream,
+            max_message_bytes=self.config.gateway.max_message_bytes,
             on_progress=self._progress.deliver,
-            stable_after_s=gateway.restart_reset_after_s,
             on_client_request=self._client_requests.forward,
             on_state=lambda _namespace: self._announce_change(),
+            **self._bounds_for(settings),
         )
+
+    def _bounds_for(self, settings: StdioUpstream | HttpUpstream | FilesUpstream) -> UpstreamBounds:
+        """What ``[gateway]`` bounds of an upstream's connection: set at its start, and again at a reload."""
+        gateway = self.config.gateway
+        return {
+            "backoff": Backoff(gateway.restart_initial_s, gateway.restart_max_s, gateway.max_restarts),
+            "max_in_flight": getattr(settings, "max_in_flight", None) or gateway.max_requests_per_upstream,
+            "stable_after_s": gateway.restart_reset_after_s,
+        }
 
     def _stale(self, namespace: str) -> None:
         self.catalog.invalidate(namespace)
@@ -301,6 +307,10 @@ class Gateway:
         if new.server != self.config.server:
             log.warning("reload_server_settings_ignored", reason="[server] changes take effect on restart")
             new = new.model_copy(update={"server": self.config.server})
+        bound = self.config.gateway.max_message_bytes  # the front end's bounds are set as it starts
+        if new.gateway.max_message_bytes != bound:
+            log.warning("reload_setting_ignored", setting="gateway.max_message_bytes", reason="takes effect on restart")
+            new = new.model_copy(update={"gateway": new.gateway.model_copy(update={"max_message_bytes": bound})})
         wanted = {u.namespace: u for u in new.upstreams}
         stopped = [
             ns
@@ -309,10 +319,12 @@ class Gateway:
         ]
         for namespace in stopped:
             self._running.pop(namespace).scope.cancel()
+        self.config = new  # (what the upstreams started below, and the kept ones' new bounds, are made from)
         for namespace, running in self._running.items():  # a new policy or overrides: no reconnect needed
             running.settings = wanted[namespace]
+            if isinstance(running.connector, UpstreamConnector):  # [gateway]'s restart and in-flight bounds
+                running.connector.retune(**self._bounds_for(running.settings))
         started = [self._start_upstream(u) for u in new.upstreams if u.namespace not in self._running]
-        self.config = new
         self._secret = self._secret_for(new, self._secret)
         self._debouncer.delay_s = new.gateway.list_changed_debounce_s
         self._viewers = self._token_rules(new)
@@ -325,7 +337,9 @@ class Gateway:
             started=[c.namespace for c in started],
             kept=sorted(set(wanted) - {c.namespace for c in started}),
         )
-        await self._settle(tuple(started))
+        # Told at once (a policy, a removed or renamed upstream): an upstream started here is announced
+        # when it is ready, as any other. Waiting for those to settle held back every session's
+        # list_changed, the next reload and a SIGTERM for up to their timeout_s.
         self._debouncer.poke()
         self._announce_change()
         await self.cluster.announce_generation(new.digest)

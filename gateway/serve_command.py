@@ -69,10 +69,12 @@ async def _watch(gateway: Gateway, path: str, interval_s: float = 1.0) -> None:
     while True:
         await anyio.sleep(interval_s)
         now = stamp()
-        if now is not None and now != seen:
-            seen = now
+        if now is None and seen is not None:  # deleted (or moved away): said once; the running config serves on
+            log.warning("config_missing", config=path, detail="the running config keeps serving")
+        elif now is not None and now != seen:
             log.info("config_changed", config=path)
             await _reload(gateway, path)
+        seen = now
 
 
 async def serve_command(config: Config, path: str, watch: bool, sock: socket.socket | None) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import anyio
 import structlog
@@ -42,6 +42,14 @@ from gateway.sources.upstream_states import State, UpstreamStates
 from gateway.transports.base import MessageStream
 
 __all__ = ["State", "UpstreamConnector"]
+
+
+class UpstreamBounds(TypedDict):
+    """What ``[gateway]`` bounds of an upstream's connection (``UpstreamConnector.retune``)."""
+
+    backoff: Backoff
+    max_in_flight: int
+    stable_after_s: float
 
 
 class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
@@ -103,6 +111,11 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         self._listen_scope: anyio.CancelScope | None = None
         self._stream: MessageStream | None = None  # the connection's transport, while there is one
         self._connection_tasks: anyio.abc.TaskGroup | None = None  # what lives as long as the connection
+
+    def retune(self, *, backoff: Backoff, max_in_flight: int, stable_after_s: float) -> None:  # (UpstreamBounds)
+        """New bounds from a reloaded ``[gateway]``, without a reconnect: the restart backoff (counted
+        afresh), the requests in flight at most, how long up counts as stable."""
+        self._backoff, self._max_in_flight, self._stable_after_s = backoff, max_in_flight, stable_after_s
 
     # ---- what the catalog sees ------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -246,3 +247,69 @@ async def test_a_second_signal_kills_what_remains_and_exits(tmp_path: Path) -> N
         killed = await gw.wait_for_event("killed_what_remained")
         assert killed["signal"] == "SIGINT"
         assert killed["leftovers"] >= 1  # the daemon, out of the group: only its tag finds it
+
+
+async def test_a_reload_is_announced_at_once_while_an_upstream_it_starts_is_still_starting(tmp_path: Path) -> None:
+    """An operator's tester: a reload that changed the policy and added a slow-starting upstream told the
+    sessions 16 s later, once that upstream was up (the reload waited for it to settle, and a SIGTERM or
+    the next reload waited behind it). The new upstream is announced on its own when it is ready."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    late = {
+        "namespace": "late",
+        "command": sys.executable,
+        "args": ["-m", "tests.servers.gated", str(gate), sys.executable, "-m", "gateway.demo.engineering"],
+        "cwd": str(ROOT),
+        "timeout_s": 60,
+    }
+    path = write_config(tmp_path / "c.toml", [demo_upstream("writing", "writing")], server=HTTP)
+    changes = ListChangedWatcher()
+    async with (
+        running_gateway(path) as gw,
+        Client(f"{gw.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client,
+    ):
+        assert "writing__translate" in await names(client)
+        write_config(path, [demo_upstream("writing", "writing"), late], server=HTTP, policy={"deny": ["*translate"]})
+        gw.process.send_signal(signal.SIGHUP)
+        await gw.wait_for_event("config_reloaded")
+        await changes.wait(30)  # while "late" cannot even start (the gate is shut): not after its 61 s
+        assert "writing__translate" not in await names(client)
+        await anyio.to_thread.run_sync(lambda: os.close(os.open(gate, os.O_WRONLY)))  # let it start
+        while "late__code_review" not in await names(client):
+            await changes.wait(30)
+
+
+async def test_a_reload_applies_the_gateway_bounds_to_kept_and_new_upstreams(tmp_path: Path) -> None:
+    """An operator's tester: upstreams a reload started took the previous [gateway] bounds (restarts
+    without end where max_restarts = 2 was set, backoff past restart_max_s) and kept ones never got the
+    new ones. max_message_bytes, the front end's bound too, is said to wait for a restart."""
+    path = write_config(tmp_path / "c.toml", [slow_upstream()], server=HTTP, gateway={"max_requests_per_upstream": 1})
+    crashing = {"namespace": "crashy", "command": sys.executable, "args": ["-c", "raise SystemExit(1)"]}
+
+    async def two_at_once(client: Client) -> list[str]:
+        outcomes: list[str] = []
+
+        async def get() -> None:
+            try:
+                await client.get_prompt("bad__slow", {"seconds": "1"})
+                outcomes.append("answered")
+            except Exception as exc:  # (the refusal is what is looked at)
+                outcomes.append(str(exc))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(get)
+            tg.start_soon(get)
+        return sorted(outcomes)
+
+    async with running_gateway(path) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
+        answered, refused = sorted(await two_at_once(client), key=lambda outcome: outcome != "answered")
+        assert answered == "answered"
+        assert "saturated (1 requests in flight)" in refused
+        bounds = {"max_requests_per_upstream": 2, "max_restarts": 1, "restart_initial_s": 0.05}
+        write_config(path, [slow_upstream(), crashing], server=HTTP, gateway={**bounds, "max_message_bytes": 99999})
+        gw.process.send_signal(signal.SIGHUP)
+        ignored = await gw.wait_for_event("reload_setting_ignored")
+        assert ignored["setting"] == "gateway.max_message_bytes"
+        await gw.wait_for_event("config_reloaded")
+        assert await two_at_once(client) == ["answered", "answered"]  # the kept upstream's new bound
+        await gw.wait_for_event("upstream_state", upstream="crashy", state="failed")  # the new one's
