@@ -3,12 +3,14 @@ prometheus-client's own Counter and Histogram would write the same requests."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.samples import Sample
 
 from gateway.observability.metrics import LATENCY_BUCKETS, Metrics
+from gateway.protocol.errors import UpstreamRejected
 
 observations = st.lists(
     st.tuples(
@@ -54,3 +56,14 @@ def test_the_scrape_says_what_prometheus_clients_counter_and_histogram_say(seen:
     mine = {sample for sample in samples(ours.registry) if sample[0].startswith(wanted)}
     assert mine == samples(theirs)
     assert {s for s in created_series(ours.registry) if s[0].startswith(wanted)} == created_series(theirs)
+
+
+@given(st.integers(min_value=-(2**63), max_value=2**63))
+def test_an_upstreams_own_error_codes_start_no_series_of_their_own(code: int) -> None:
+    """An operator's tester: an upstream answering random codes made a new ``outcome`` series each request.
+    The codes the JSON-RPC and MCP specs reserve keep theirs; any other is ``other``."""
+    metrics = Metrics()
+    with pytest.raises(UpstreamRejected), metrics.observe("prompts/get"):
+        raise UpstreamRejected("up", {"code": code, "message": "no"})
+    [outcome] = {s.labels["outcome"] for f in metrics.registry.collect() for s in f.samples if "outcome" in s.labels}
+    assert outcome == (str(code) if -32768 <= code <= -32000 else "other")

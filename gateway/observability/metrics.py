@@ -164,8 +164,17 @@ class _Observed:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        outcome = "ok" if exc is None or not isinstance(exc, Exception) else str(getattr(exc, "code", "-32603"))
+        outcome = "ok" if exc is None or not isinstance(exc, Exception) else outcome_of(getattr(exc, "code", -32603))
         self._metrics._observed(self._method, outcome, time.perf_counter() - self._started)
+
+
+def outcome_of(code: object) -> str:
+    """The ``outcome`` label of a failed request: its JSON-RPC error code when it is one the JSON-RPC and MCP
+    specs reserve (-32768 to -32000: a bounded set), else ``other``. An upstream's own codes pass through
+    to the client, but as a label each would start a series (a tester's random codes made one a request)."""
+    if isinstance(code, int) and not isinstance(code, bool) and -32768 <= code <= -32000:
+        return str(code)
+    return "other"
 
 
 class _GatewayCollector(Collector):
