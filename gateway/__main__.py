@@ -17,13 +17,14 @@ import anyio
 import structlog
 
 from gateway import __version__
-from gateway.app import run_gateway, telemetry_wanted
+from gateway.app import run_gateway
 from gateway.config import Config, ServerSettings, load_config
 from gateway.explaining import explain_command, token_rules
 from gateway.failed_start import answer_until_hangup, meant_for_stdio, one_line
 from gateway.importer.clients import CLIENT_FORMATS, client_of
 from gateway.importer.writer import import_client_config
 from gateway.observability.logs import configure_logging
+from gateway.observability.starting import telemetry_wanted
 from gateway.protocol.control_chars import escaped, json_text
 from gateway.protocol.errors import ConfigError, GatewayError
 from gateway.reports import check_command, list_command, say

@@ -8,8 +8,6 @@ keeps every client session connected and tells them all that the list changed.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,7 +23,7 @@ from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Rules, Viewer
 from gateway.cluster.replicas import NoCluster, RedisCluster
-from gateway.config import Config, FilesUpstream, HttpUpstream, StdioUpstream, TelemetrySettings
+from gateway.config import Config, FilesUpstream, HttpUpstream, StdioUpstream
 from gateway.frontend.debounce import ListChangedDebouncer
 from gateway.frontend.service import Hub, PromptService
 from gateway.identity.audit import AuditTrail
@@ -34,7 +32,7 @@ from gateway.identity.rate_limits import Counts, RateLimits
 from gateway.identity.views import ClaimViews
 from gateway.observability import tracing
 from gateway.observability.metrics import Metrics
-from gateway.protocol.errors import ConfigError
+from gateway.observability.starting import start_telemetry
 from gateway.sources.backoff import Backoff
 from gateway.sources.client_requests import ClientRequestRelay
 from gateway.sources.progress import ProgressRelay
@@ -384,34 +382,6 @@ async def run_gateway(
             if traced is not None:  # what is buffered is exported, within the grace
                 tracing.install(tracing.NoTracing())
                 await anyio.to_thread.run_sync(traced.shutdown, config.gateway.shutdown_grace_s)
-
-
-def telemetry_wanted(settings: TelemetrySettings) -> bool:
-    """``[telemetry] enabled``, unless ``OTEL_SDK_DISABLED`` (the standard switch) says otherwise; and
-    the SDK importable then (a ConfigError saying how to install it, before anything starts)."""
-    if not settings.enabled:
-        return False
-    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        log.info("telemetry_disabled", reason="OTEL_SDK_DISABLED=true in the environment")
-        return False
-    if importlib.util.find_spec("opentelemetry.sdk") is None:
-        raise ConfigError(
-            "[telemetry] is enabled but the OpenTelemetry SDK is not installed: install the gateway with its "
-            "telemetry extra (pip install '.[telemetry]', pipx install '.[telemetry]')"
-        )
-    return True
-
-
-def start_telemetry(settings: TelemetrySettings) -> tracing.Tracing | None:
-    """The SDK's tracing installed, where ``[telemetry]`` wants it; the SDK is imported only then."""
-    if not telemetry_wanted(settings):
-        return None
-    from gateway.observability.otel import OpenTelemetryTracing, exporting_to
-
-    implementation = OpenTelemetryTracing(settings)
-    tracing.install(implementation)
-    log.info("telemetry_started", **exporting_to(settings))
-    return implementation
 
 
 ORPHAN_REAP_S = 10.0

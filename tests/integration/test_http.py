@@ -234,6 +234,8 @@ async def test_bodies_over_the_size_bound_are_refused_whether_declared_or_stream
         streamed = await raw.post(url, content=chunked(over), headers=JSON_HEADERS)  # no Content-Length
         assert (declared.status_code, streamed.status_code) == (413, 413)
         assert f"the limit is {limit} bytes" in streamed.json()["error"]["message"]
+        # answered under its id, read from its first bytes (an operator's tester saw "id": null)
+        assert (declared.json()["id"], streamed.json()["id"]) == (INIT["id"], INIT["id"])
         pieced = await raw.post(url, content=chunked(within), headers=JSON_HEADERS)  # many pieces, one message
         assert pieced.status_code == 200
         t.InitializeResult.model_validate(pieced.json()["result"])

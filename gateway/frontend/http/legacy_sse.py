@@ -14,6 +14,7 @@ from gateway.cluster.replicas import NoCluster
 from gateway.frontend.http.messages import (
     plain,
     read_body,
+    too_large,
 )
 from gateway.frontend.http.paths import HttpPaths
 from gateway.frontend.http.sessions import (
@@ -90,9 +91,10 @@ class LegacySsePath(HttpPaths):
         """A legacy POST for a stream held by another replica: passed on to it (with Redis), else 404."""
         if isinstance(self.store.cluster, NoCluster):
             return not_found
-        body = await read_body(request, self._max_message_bytes)
+        head = bytearray()
+        body = await read_body(request, self._max_message_bytes, head)
         if body is None:
-            return plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes", Connection="close")
+            return too_large(self._max_message_bytes, bytes(head))
         if await self.store.cluster.forward_legacy(session_id, key_of(principal), body):
             return Response(status_code=202)
         return not_found

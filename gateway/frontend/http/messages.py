@@ -22,11 +22,14 @@ from gateway.protocol.errors import GatewayError
 from gateway.protocol.jsonrpc import (
     ErrorResponse,
     Request,
+    RequestId,
     dumps,
     error_response,
+    id_at_edges,
     to_wire,
 )
 from gateway.protocol.modern import HTTP_STATUS_FOR_CODE
+from gateway.transports.base import EDGE_BYTES
 
 log = structlog.get_logger("gateway.http")
 
@@ -38,12 +41,20 @@ def error_body(error: GatewayError, request_id: Any = None) -> dict[str, Any]:
     return to_wire(error_response(request_id, error))
 
 
-def plain(status: int, message: str, **headers: str) -> JSONResponse:
-    """An HTTP-level refusal with a JSON-RPC error body that has no id, as the spec permits."""
+def plain(status: int, message: str, *, request_id: RequestId | None = None, **headers: str) -> JSONResponse:
+    """An HTTP-level refusal with a JSON-RPC error body, under the request's id where it is known (else
+    none, as the spec permits)."""
     code = -32600 if status < 500 else -32603
-    return JSONResponse(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}, status_code=status, headers=headers
-    )
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def too_large(limit: int, head: bytes) -> JSONResponse:
+    """413 for a body over ``limit``, answered under its id where its first bytes hold it (as the SDKs
+    write a request: ``{"jsonrpc":"2.0","id":42,...``); the connection closes after it."""
+    found = id_at_edges(head, b"")
+    request_id = found[0] if found is not None and found[1] == "request" else None
+    return plain(413, f"Payload Too Large: the limit is {limit} bytes", request_id=request_id, Connection="close")
 
 
 _HEADERS_KEY = "gateway.headers"
@@ -92,11 +103,15 @@ _admits_kept = lru_cache(maxsize=256)(_admits)
 clients): a client sends the same one with every request, and a request asks once or twice."""
 
 
-async def read_body(request: HttpRequest, limit: int) -> bytes | None:
-    """The body, or None once it exceeds ``limit`` (read no further: memory stays bounded). Read from
-    ASGI ``receive`` directly: Starlette's stream generator costs more than the copy."""
+async def read_body(request: HttpRequest, limit: int, head: bytearray | None = None) -> bytes | None:
+    """The body, or None once it exceeds ``limit`` (read no further: memory stays bounded), its first
+    ``EDGE_BYTES`` then put in ``head`` where one is given (one read more at most). Read from ASGI
+    ``receive`` directly: Starlette's stream generator costs more than the copy."""
     declared = headers_of(request).get("content-length")
     if declared is not None and (decimal_header(declared) or 0) > limit:
+        if head is not None:
+            message = await request.receive()
+            head += message.get("body", b"")[:EDGE_BYTES] if message["type"] == "http.request" else b""
         return None
     chunks: list[bytes] = []
     size = 0
@@ -108,6 +123,9 @@ async def read_body(request: HttpRequest, limit: int) -> bytes | None:
         chunks.append(chunk)
         size += len(chunk)
         if size > limit:
+            if head is not None:
+                for read in chunks:
+                    head += read[: EDGE_BYTES - len(head)]
             return None
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)

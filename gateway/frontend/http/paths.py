@@ -24,9 +24,9 @@ from gateway.frontend.http.messages import (
     REQUEST_CANCELLED,
     error_body,
     headers_of,
-    plain,
     read_body,
     sse_response,
+    too_large,
 )
 from gateway.frontend.http.sessions import (
     HttpSession,
@@ -102,9 +102,10 @@ class HttpPaths:
         """The body as JSON-RPC, or the HTTP answer refusing it (413 over the size bound, 400 unparseable).
         A 413 leaves the rest of the body unread: the connection closes after it (lingering, so that a
         client still sending reads it) rather than read it all to keep the connection."""
-        body = await read_body(request, self._max_message_bytes)
+        head = bytearray()
+        body = await read_body(request, self._max_message_bytes, head)
         if body is None:
-            return plain(413, f"Payload Too Large: the limit is {self._max_message_bytes} bytes", Connection="close")
+            return too_large(self._max_message_bytes, bytes(head))
         try:
             return decode(body)
         except ClientError as exc:
