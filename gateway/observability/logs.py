@@ -218,9 +218,10 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
     _libraries_log_as_we_do(json, level)
 
 
-LIBRARY_LOGGERS = ("opentelemetry",)
-"""Libraries that log through the standard library's logging on their own threads (the OpenTelemetry
-SDK's exporter, when the collector is down): their records become our kind of line, JSON among JSON."""
+LIBRARY_LOGGERS = ("opentelemetry", "uvicorn", "asyncio")
+"""Libraries that log through the standard library's logging (the OpenTelemetry SDK's exporter on its
+threads, when the collector is down; uvicorn's errors, such as a connection its client stopped reading;
+asyncio's): their records become our kind of line, JSON among JSON, a traceback in its ``exception``."""
 
 
 def _logger_of_record(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -240,6 +241,7 @@ def _libraries_log_as_we_do(json: bool, level: str) -> None:
                 _logger_of_record,
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),
+                *([structlog.processors.format_exc_info] if json else []),  # (one line: the traceback as text)
             ],
         )
     )

@@ -174,6 +174,7 @@ class RunningGateway:
     url: str
     process: Process
     events: list[dict[str, Any]] = field(default_factory=list)
+    not_json: list[bytes] = field(default_factory=list)  # stderr lines that are no JSON object (none should be)
     _arrived: anyio.Event = field(default_factory=anyio.Event)
 
     def add(self, event: dict[str, Any]) -> None:
@@ -220,8 +221,10 @@ async def running_gateway(
             with suppress(*ended):
                 while True:
                     line = await lines.receive_until(b"\n", 1 << 20)
-                    with suppress(ValueError):
+                    try:
                         running.add(json.loads(line))
+                    except ValueError:
+                        running.not_json.append(line)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(collect)

@@ -313,3 +313,43 @@ async def test_a_reload_applies_the_gateway_bounds_to_kept_and_new_upstreams(tmp
         await gw.wait_for_event("config_reloaded")
         assert await two_at_once(client) == ["answered", "answered"]  # the kept upstream's new bound
         await gw.wait_for_event("upstream_state", upstream="crashy", state="failed")  # the new one's
+
+
+async def test_a_request_the_stops_grace_does_not_see_answered_is_told_so_in_json(tmp_path: Path) -> None:
+    """An operator's tester: a request still running when shutdown_grace_s ran out got uvicorn's plain-text
+    ``500 Internal Server Error``, and the log got lines that are no JSON (``Cancel 1 running task(s)``,
+    ``Exception in ASGI application`` and a traceback)."""
+    path = write_config(tmp_path / "c.toml", [slow_upstream()], server=HTTP, gateway={"shutdown_grace_s": 1})
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
+
+    def get(name: str, request_id: int, **arguments: str) -> tuple[dict[str, Any], dict[str, str]]:
+        params = {"name": name, "arguments": arguments, "_meta": envelope}
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "prompts/get", "params": params}
+        return message, {**headers, "Mcp-Method": "prompts/get", "Mcp-Name": name}
+
+    async with running_gateway(path) as gw, httpx.AsyncClient(timeout=60) as http:
+        answers: list[httpx.Response] = []
+
+        async def slow() -> None:
+            message, sent = get("bad__slow", 7, seconds="120")
+            answers.append(await http.post(f"{gw.url}/mcp", json=message, headers=sent))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow)
+            while True:  # until the upstream holds it (asked of the upstream itself: no waiting on time)
+                message, sent = get("bad__cancel_status", 8)
+                status = (await http.post(f"{gw.url}/mcp", json=message, headers=sent)).json()
+                if json.loads(status["result"]["messages"][0]["content"]["text"])["slow"]:
+                    break
+            gw.process.send_signal(signal.SIGTERM)
+        [answer] = answers
+        assert answer.status_code == 503
+        assert answer.headers["content-type"] == "application/json"
+        assert "stopped before this request was answered" in answer.json()["error"]["message"]
+        with anyio.fail_after(30):
+            await gw.process.wait()
+    assert gw.not_json == []

@@ -69,6 +69,12 @@ log = structlog.get_logger("gateway.http")
 _MCP_METHODS = frozenset({"POST", "GET", "DELETE"})
 
 
+STOPPED_BEFORE_ANSWERING = plain(
+    503, "Service Unavailable: the gateway stopped before this request was answered (shutdown_grace_s ran out)"
+)
+"""What a request still running when the stop's grace ends is told (uvicorn answered a plain-text 500)."""
+
+
 class HttpFrontend(StatelessPath, LegacySsePath):
     def __init__(
         self,
@@ -147,6 +153,9 @@ class HttpFrontend(StatelessPath, LegacySsePath):
                     response = await self._mcp(HttpRequest(scope, receive, send))
                 except ClientDisconnect:
                     return  # gone while sending its body: there is no one to answer
+                except asyncio.CancelledError:  # uvicorn ends what shutdown_grace_s left running: said so
+                    await STOPPED_BEFORE_ANSWERING(scope, receive, send)
+                    return  # (the task is ending: uvicorn cancelled it to end it)
                 await response(scope, receive, send)
             else:
                 await routed(scope, receive, send)
