@@ -25,6 +25,7 @@ from gateway.sources import era_memory
 from gateway.sources.backoff import Backoff
 from gateway.sources.client_requests import RELAYED
 from gateway.sources.eras import DiedOnProbe, HandshakeFailed
+from gateway.sources.stderr_log import StderrLog
 from gateway.sources.upstream_options import _env_file, _http_options, _without_credentials
 from gateway.sources.upstream_states import State, UpstreamStates
 from gateway.transports.base import MessageStream
@@ -84,6 +85,7 @@ class Supervision:
     _max_message_bytes: int
     _upstream_token: UpstreamToken | None
     _stderr_tail: deque[str]
+    _stderr_log: StderrLog
     _stream: MessageStream | None
     _peer: RpcPeer | None
     _connection_tasks: TaskGroup | None
@@ -304,7 +306,7 @@ class Supervision:
     def _log_stderr(self, line: str) -> None:
         if line:
             self._stderr_tail.append(line)
-            self._log.info("upstream_stderr", line=line)
+            self._stderr_log.line(line)
 
     def _exited(self, phase: str, *, verb: str = "exited") -> str:
         """'exited <phase>', with the last lines the server wrote to stderr: usually the reason."""

@@ -35,6 +35,7 @@ from gateway.rpc import PeerClosed, RemoteError, RequestTimeout, RpcPeer, Unusab
 from gateway.sources import era_memory
 from gateway.sources.backoff import Backoff
 from gateway.sources.eras import EraNegotiation
+from gateway.sources.stderr_log import StderrLog
 from gateway.sources.supervision import STDERR_TAIL_LINES, Supervision, closed_reason
 from gateway.sources.upkeep import ConnectionUpkeep
 from gateway.sources.upstream_options import CLIENT_INFO, _upstream_token, destination_of, http_status
@@ -97,6 +98,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         self._max_in_flight = max_in_flight
         self._on_progress = on_progress
         self._log = structlog.get_logger("gateway.upstream").bind(upstream=self.namespace)
+        self._stderr_log = StderrLog(self._log)  # (its lines logged within a bound: stderr_log.py)
         self._peer: RpcPeer | None = None
         self._states = UpstreamStates(self.namespace, self._log, on_change, on_state)
         self.protocol_version: str | None = None
