@@ -9,20 +9,25 @@ the message that says why a server exited (``supervision.py``). The counting is 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from limits import parse
-from limits.storage import MemoryStorage
-from limits.strategies import FixedWindowRateLimiter
+if TYPE_CHECKING:
+    from limits import RateLimitItem
+    from limits.strategies import FixedWindowRateLimiter
 
 STDERR_LINES_PER_S = 100
-_RATE = parse(f"{STDERR_LINES_PER_S}/second")
-_limiter: list[FixedWindowRateLimiter] = []  # made at the first line (its storage starts a timer thread)
+_limiter: list[tuple[FixedWindowRateLimiter, RateLimitItem]] = []
+"""Made at the first stderr line: the package is imported (and its storage's timer thread started) only by a
+gateway whose upstreams write some, as ``[limits]`` imports it only where limits are set."""
 
 
-def _shared_limiter() -> FixedWindowRateLimiter:
+def _shared_limiter() -> tuple[FixedWindowRateLimiter, RateLimitItem]:
     if not _limiter:
-        _limiter.append(FixedWindowRateLimiter(MemoryStorage()))
+        from limits import parse
+        from limits.storage import MemoryStorage
+        from limits.strategies import FixedWindowRateLimiter
+
+        _limiter.append((FixedWindowRateLimiter(MemoryStorage()), parse(f"{STDERR_LINES_PER_S}/second")))
     return _limiter[0]
 
 
@@ -37,7 +42,8 @@ class StderrLog:
         self._dropped = 0
 
     def line(self, line: str) -> None:
-        if not _shared_limiter().hit(_RATE, self._key):
+        limiter, rate = _shared_limiter()
+        if not limiter.hit(rate, self._key):
             self._dropped += 1
             return
         if self._dropped:
