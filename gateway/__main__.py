@@ -200,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "import":
         return _import(args)
     try:
-        config = load_config(args.config)
+        # list, render, explain and health check no token: an unset secret does not stop them
+        config = load_config(args.config, secrets_read=args.command in ("serve", "check"))
         if args.command in ("serve", "check"):
             telemetry_wanted(config.telemetry)
         if args.command == "serve":

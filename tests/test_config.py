@@ -246,3 +246,21 @@ def test_an_unknown_key_names_the_key_it_is_close_to(data: dict[str, object], sa
     with pytest.raises(ConfigError) as refused:
         parse_config(data)
     assert said in str(refused.value) + "\n"
+
+
+def test_commands_that_check_no_token_load_a_config_whose_token_secrets_are_unset(tmp_path: Path) -> None:
+    """A new user's list and an operator's health exited 2 with 'environment variable CI_TOKEN is not
+    set', though neither reads a token's secret. serve and check still refuse it."""
+    from gateway.config import load_config
+
+    path = tmp_path / "g.toml"
+    path.write_text(
+        '[[server.tokens]]\nname = "ci"\ntoken = "${CI_TOKEN}"\npolicy = { deny = ["eng__*"] }\n'
+        '[[server.tokens]]\nname = "ops"\ntoken = "${OPS_TOKEN}"\n'
+    )
+    with pytest.raises(ConfigError, match="environment variable CI_TOKEN is not set"):
+        load_config(path, environ={})
+    config = load_config(path, environ={}, secrets_read=False)
+    assert [t.name for t in config.server.tokens] == ["ci", "ops"]
+    assert config.server.tokens[0].policy.deny == ("eng__*",)
+    assert load_config(path, environ={"CI_TOKEN": "c" * 32}, secrets_read=False).server.tokens[0].token == "c" * 32

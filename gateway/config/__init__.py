@@ -281,11 +281,41 @@ def _did_you_mean(loc: tuple[int | str, ...]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+UNREAD_SECRET = "(not read by this command: token {index})"  # noqa: S105 - a stand-in, never a credential
+"""What a ``[[server.tokens]]`` secret whose variable is unset stands as, for a command that never checks
+one (``list``, ``render``, ``explain``, ``health``): its names and policies are all it reads (each its own:
+tokens must be distinct)."""
+
+
+def _without_unset_secrets(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    server = data.get("server")
+    tokens = server.get("tokens") if isinstance(server, dict) else None
+    if not isinstance(server, dict) or not isinstance(tokens, list):
+        return data
+    kept = []
+    for index, token in enumerate(tokens):
+        if isinstance(token, dict) and isinstance(token.get("token"), str):
+            try:
+                expand_variables(token["token"], environ)
+            except ConfigError:
+                token = {**token, "token": UNREAD_SECRET.format(index=index)}
+        kept.append(token)
+    return {**data, "server": {**server, "tokens": kept}}
+
+
 def parse_config(
-    data: Mapping[str, Any], environ: Mapping[str, str] | None = None, *, folder: Path | None = None
+    data: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    *,
+    folder: Path | None = None,
+    secrets_read: bool = True,
 ) -> Config:
-    """A config from its TOML data; ``folder``: the config file's, which its relative paths mean."""
-    expanded, unresolved = _expand_upstreams(dict(data), os.environ if environ is None else environ)
+    """A config from its TOML data; ``folder``: the config file's, which its relative paths mean; without
+    ``secrets_read``, a token's secret may name an unset variable (a command that checks no token)."""
+    environ = os.environ if environ is None else environ
+    if not secrets_read:
+        data = _without_unset_secrets(dict(data), environ)
+    expanded, unresolved = _expand_upstreams(dict(data), environ)
     if folder is not None:
         expanded = anchored(expanded, folder)
     try:
@@ -322,7 +352,7 @@ def parse_config(
     return config
 
 
-def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
+def load_config(path: str | Path, environ: Mapping[str, str] | None = None, *, secrets_read: bool = True) -> Config:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -333,4 +363,4 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     if not data:  # most often a file caught mid-write (editors and `>` truncate first): never "stop everything"
         raise ConfigError(f"{path}: the file is empty; a configuration has at least one table or key")
-    return parse_config(data, environ, folder=Path(path).absolute().parent)
+    return parse_config(data, environ, folder=Path(path).absolute().parent, secrets_read=secrets_read)
