@@ -58,6 +58,11 @@ class _Running:
     scope: anyio.CancelScope
 
 
+RESTART_ONLY = ("max_message_bytes", "max_requests_per_session", "shutdown_grace_s")
+"""``[gateway]`` settings a reload keeps as they were (a warning says so): the front end's bounds and the
+stop's grace are set as it starts."""
+
+
 class Gateway:
     def __init__(self, config: Config, task_group: TaskGroup) -> None:
         self.config = config
@@ -305,10 +310,15 @@ class Gateway:
         if new.server != self.config.server:
             log.warning("reload_server_settings_ignored", reason="[server] changes take effect on restart")
             new = new.model_copy(update={"server": self.config.server})
-        bound = self.config.gateway.max_message_bytes  # the front end's bounds are set as it starts
-        if new.gateway.max_message_bytes != bound:
-            log.warning("reload_setting_ignored", setting="gateway.max_message_bytes", reason="takes effect on restart")
-            new = new.model_copy(update={"gateway": new.gateway.model_copy(update={"max_message_bytes": bound})})
+        kept = {  # what the front end (and uvicorn's stop) took as they started
+            key: getattr(self.config.gateway, key)
+            for key in RESTART_ONLY
+            if getattr(new.gateway, key) != getattr(self.config.gateway, key)
+        }
+        for key in kept:
+            log.warning("reload_setting_ignored", setting=f"gateway.{key}", reason="takes effect on restart")
+        if kept:
+            new = new.model_copy(update={"gateway": new.gateway.model_copy(update=kept)})
         wanted = {u.namespace: u for u in new.upstreams}
         stopped = [
             ns

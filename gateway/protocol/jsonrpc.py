@@ -237,14 +237,19 @@ def id_at_edges(head: bytes, tail: bytes) -> tuple[RequestId, str] | None:
     before the closing brace (``{"result":...,"jsonrpc":"2.0","id":7}``, the TypeScript SDK's order: the
     first member tells the kind); an ``"id"`` anywhere else may be a member of something nested."""
     first = _ID_FIRST.search(head)
-    if first is not None:
-        value, kind = json.loads(first.group(1)), _KINDS.get(first.group(2) or b"", "unknown")
-    else:
-        last = _ID_LAST.search(tail)
-        if last is None:
-            return None
-        key = _FIRST_KEY.search(head)
-        value, kind = json.loads(last.group(1)), _KINDS.get(key.group(1) if key is not None else b"", "unknown")
+    try:
+        if first is not None:
+            value, kind = json.loads(first.group(1)), _KINDS.get(first.group(2) or b"", "unknown")
+        else:
+            last = _ID_LAST.search(tail)
+            if last is None:
+                return None
+            key = _FIRST_KEY.search(head)
+            value, kind = json.loads(last.group(1)), _KINDS.get(key.group(1) if key is not None else b"", "unknown")
+    except ValueError:  # not UTF-8, a bad escape: no id to answer under (a 413 answered 500 on it)
+        return None
+    if isinstance(value, str) and _has_surrogate(value):  # (it could not be written back)
+        return None
     return (value, kind) if _valid_id(value) else None
 
 

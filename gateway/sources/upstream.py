@@ -115,9 +115,14 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         self._connection_tasks: anyio.abc.TaskGroup | None = None  # what lives as long as the connection
 
     def retune(self, *, backoff: Backoff, max_in_flight: int, stable_after_s: float) -> None:  # (UpstreamBounds)
-        """New bounds from a reloaded ``[gateway]``, without a reconnect: the restart backoff (counted
-        afresh), the requests in flight at most, how long up counts as stable."""
-        self._backoff, self._max_in_flight, self._stable_after_s = backoff, max_in_flight, stable_after_s
+        """New bounds from a reloaded ``[gateway]``, without a reconnect: the restart backoff, the requests
+        in flight at most, how long up counts as stable. The restarts counted so far carry over (a reload
+        that changed nothing of them, every few seconds, must not keep a crash loop from ``failed``)."""
+        old = self._backoff
+        if (backoff.initial_s, backoff.max_s, backoff.max_attempts) != (old.initial_s, old.max_s, old.max_attempts):
+            backoff.attempt = old.attempt
+            self._backoff = backoff
+        self._max_in_flight, self._stable_after_s = max_in_flight, stable_after_s
 
     # ---- what the catalog sees ------------------------------------------------------------------
 

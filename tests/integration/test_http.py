@@ -409,3 +409,38 @@ async def test_every_loopback_address_is_loopback(tmp_path: Path, host: str) -> 
         assert base.startswith(f"http://{f'[{host}]' if ':' in host else host}:")
         async with Client(f"{base}/mcp", mode="legacy", cache=None) as client:
             assert len((await client.list_prompts()).prompts) == 3
+
+
+async def test_a_413_neither_asks_for_the_body_nor_waits_for_it_nor_fails_on_an_odd_id(tmp_path: Path) -> None:
+    """A reviewer of the 413-under-its-id change: a client sending "Expect: 100-continue" was told to
+    send its 10 MB; one that declared a body and sent none held the 413 for the body's 30 s time-out; an
+    id that is not UTF-8, a bad escape or a lone surrogate made it a 500."""
+    config = write_config(
+        tmp_path / "c.toml", [demo_upstream("writing", "writing")], server=HTTP, gateway={"max_message_bytes": 1024}
+    )
+
+    def post(body: bytes, *, length: int | None = None, expect: bool = False) -> bytes:
+        head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\n"
+        head += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % (len(body) if length is None else length)
+        return head + (b"Expect: 100-continue\r\n" if expect else b"") + b"\r\n" + body
+
+    async with gateway_http(config) as base:
+        host, port = base.removeprefix("http://").rsplit(":", 1)
+
+        async def answer(request: bytes) -> bytes:
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                await stream.send(request)
+                received = b""
+                with anyio.fail_after(20):  # (the body's time-out is 30 s: a 413 must not wait for it)
+                    while b"\r\n\r\n" not in received or not received.rstrip().endswith(b"}"):
+                        received += await stream.receive()
+                return received
+
+        for odd in (b'"caf\xe9"', b'"\\q"', b'"\\ud800"'):
+            body = b'{"jsonrpc":"2.0","id":' + odd + b',"method":"initialize","params":{"p":"' + b"x" * 2000 + b'"}}'
+            said = await answer(post(body))
+            assert said.startswith(b"HTTP/1.1 413"), said[:200]
+            assert b'"id":null' in said
+        for request in (post(b"", length=10_000_000, expect=True), post(b"", length=10_000_000)):
+            said = await answer(request)
+            assert said.startswith(b"HTTP/1.1 413"), said[:200]  # (not "100 Continue")

@@ -57,3 +57,16 @@ def test_an_id_nested_anywhere_is_not_the_messages(params: Any, pad: int, where:
     nested = {"pad": "x" * pad, "id": 7, "value": params} if where == "first" else {"value": params, "id": 7}
     message = {"jsonrpc": "2.0", "method": "notifications/message", "params": nested}
     assert id_at_edges(*edges(message, pad)) is None
+
+
+@given(st.binary(max_size=EDGE_BYTES), st.binary(max_size=EDGE_BYTES))
+def test_any_bytes_give_an_id_that_can_be_written_back_or_none_and_never_raise(head: bytes, tail: bytes) -> None:
+    """A reviewer's 413s answered 500: an id that is not UTF-8, a bad escape, a lone surrogate."""
+    found = id_at_edges(b'{"jsonrpc":"2.0","id":' + head, tail + b"}")
+    if found is not None:
+        json.dumps(found[0], ensure_ascii=False).encode()
+
+
+def test_ids_that_cannot_be_answered_under_are_none() -> None:
+    for raw in (b'"caf\xe9"', b'"\\q"', b'"\\ud800"'):
+        assert id_at_edges(b'{"jsonrpc":"2.0","id":' + raw + b',"method":"x","params":{"a":"', b"") is None, raw

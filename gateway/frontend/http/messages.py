@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Mapping
 from functools import lru_cache
 from typing import Any
 
+import anyio
 import structlog
 import structlog.contextvars
 from starlette.requests import ClientDisconnect
@@ -47,6 +48,10 @@ def plain(status: int, message: str, *, request_id: RequestId | None = None, **h
     code = -32600 if status < 500 else -32603
     body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+HEAD_WAIT_S = 0.05
+"""How long a 413 waits for a body's first bytes to answer under its id (they usually came with the head)."""
 
 
 def too_large(limit: int, head: bytes) -> JSONResponse:
@@ -107,11 +112,16 @@ async def read_body(request: HttpRequest, limit: int, head: bytearray | None = N
     """The body, or None once it exceeds ``limit`` (read no further: memory stays bounded), its first
     ``EDGE_BYTES`` then put in ``head`` where one is given (one read more at most). Read from ASGI
     ``receive`` directly: Starlette's stream generator costs more than the copy."""
-    declared = headers_of(request).get("content-length")
+    headers = headers_of(request)
+    declared = headers.get("content-length")
     if declared is not None and (decimal_header(declared) or 0) > limit:
-        if head is not None:
-            message = await request.receive()
-            head += message.get("body", b"")[:EDGE_BYTES] if message["type"] == "http.request" else b""
+        # Its first bytes, where they came with the head (as they do): never asked for (a client waiting
+        # for "100 Continue" would be told to send it all) nor waited for (one sending nothing would hold
+        # the 413 until its body's time-out).
+        if head is not None and "100-continue" not in headers.get("expect", "").lower():
+            with anyio.move_on_after(HEAD_WAIT_S):
+                message = await request.receive()
+                head += message.get("body", b"")[:EDGE_BYTES] if message["type"] == "http.request" else b""
         return None
     chunks: list[bytes] = []
     size = 0
