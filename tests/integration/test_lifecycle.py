@@ -351,6 +351,7 @@ async def test_a_request_the_stops_grace_does_not_see_answered_is_told_so_in_jso
         assert answer.status_code == 503
         assert answer.headers["content-type"] == "application/json"
         assert "stopped before this request was answered" in answer.json()["error"]["message"]
+        assert answer.json()["id"] == 7  # under its own id
         with anyio.fail_after(30):
             await gw.process.wait()
     assert gw.not_json == []

@@ -63,6 +63,8 @@ def too_large(limit: int, head: bytes) -> JSONResponse:
 
 
 _HEADERS_KEY = "gateway.headers"
+REQUEST_ID_KEY = "gateway.request_id"
+"""The ASGI scope's note of the id of the request its body holds, once read."""
 
 
 def headers_of(request: HttpRequest) -> dict[str, str]:

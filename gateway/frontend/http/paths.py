@@ -22,6 +22,7 @@ from gateway.config import ServerSettings
 from gateway.frontend.http.guard import Guard
 from gateway.frontend.http.messages import (
     REQUEST_CANCELLED,
+    REQUEST_ID_KEY,
     error_body,
     headers_of,
     read_body,
@@ -107,9 +108,12 @@ class HttpPaths:
         if body is None:
             return too_large(self._max_message_bytes, bytes(head))
         try:
-            return decode(body)
+            message = decode(body)
         except ClientError as exc:
             return JSONResponse(error_body(exc, request_id_of(exc)), status_code=400)
+        if isinstance(message, Request):  # (what a stop that cuts it short answers under: server.py)
+            request.scope[REQUEST_ID_KEY] = message.id
+        return message
 
     async def _serve_one(self, session: HttpSession, request: Request, notify: Notify) -> dict[str, Any]:
         admitted = session.inbound.admit(request)

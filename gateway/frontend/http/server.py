@@ -34,6 +34,7 @@ from gateway.config import ServerSettings
 from gateway.frontend.http.guard import Guard
 from gateway.frontend.http.legacy_sse import LegacySsePath
 from gateway.frontend.http.messages import (
+    REQUEST_ID_KEY,
     JsonAnswer,
     accepts,
     decimal_header,
@@ -69,10 +70,11 @@ log = structlog.get_logger("gateway.http")
 _MCP_METHODS = frozenset({"POST", "GET", "DELETE"})
 
 
-STOPPED_BEFORE_ANSWERING = plain(
-    503, "Service Unavailable: the gateway stopped before this request was answered (shutdown_grace_s ran out)"
+STOPPED_BEFORE_ANSWERING = (
+    "Service Unavailable: the gateway stopped before this request was answered (shutdown_grace_s ran out)"
 )
-"""What a request still running when the stop's grace ends is told (uvicorn answered a plain-text 500)."""
+"""What a request still running when the stop's grace ends is told, under its id (uvicorn answered a
+plain-text 500)."""
 
 
 class HttpFrontend(StatelessPath, LegacySsePath):
@@ -154,7 +156,8 @@ class HttpFrontend(StatelessPath, LegacySsePath):
                 except ClientDisconnect:
                     return  # gone while sending its body: there is no one to answer
                 except asyncio.CancelledError:  # uvicorn ends what shutdown_grace_s left running: said so
-                    await STOPPED_BEFORE_ANSWERING(scope, receive, send)
+                    stopped = plain(503, STOPPED_BEFORE_ANSWERING, request_id=scope.get(REQUEST_ID_KEY))
+                    await stopped(scope, receive, send)
                     return  # (the task is ending: uvicorn cancelled it to end it)
                 await response(scope, receive, send)
             else:
