@@ -50,14 +50,16 @@ if TYPE_CHECKING:
 log = structlog.get_logger("gateway.skills")
 
 MAX_PAGES = 100
+"""Pages of one upstream's ``skills/list`` read at most, so that a server paging for ever cannot hold a
+request (its skills beyond are not relayed)."""
 MAX_CACHED_S = 600.0
 """How long a relayed manifest is held at most, even from an upstream that announces its changes (a
 notification lost on the way delays a change this long, never longer)."""
 UNANNOUNCED_S = 5.0
 """How long a manifest is held from an upstream that neither announces changes nor gives a ``ttlMs``:
 the requests of one use of a skill (list, get, each file) ask for it once."""
-"""Pages of one upstream's ``skills/list`` read at most, so that a server paging for ever cannot hold a
-request (its skills beyond are not relayed)."""
+MAX_TOLD = 1024
+"""Refusals remembered as said (``RelayedSkills._refused``); past it, said again."""
 
 
 class Upstream(Protocol):
@@ -90,6 +92,7 @@ class RelayedSkills:
         self._fresh_until = -math.inf
         self._epoch = 0  # moved on by each invalidation: a fetch begun before one is not cached
         self._fetching = anyio.Lock()  # one fetch at a time: requests that wait for it share its answer
+        self._told: set[tuple[str, str, str]] = set()  # entries refused and said so (each said once)
 
     @property
     def ready(self) -> bool:
@@ -136,11 +139,8 @@ class RelayedSkills:
                     if skill is None:
                         continue
                     if skill.path in found:  # the upstream lists a skill twice: the first entry is the one
-                        log.warning(
-                            "upstream_skill_not_relayed",
-                            upstream=self.namespace,
-                            skill=skill.source[:512],
-                            reason="listed again (the first entry is served)",
+                        self._refused(
+                            "upstream_skill_not_relayed", "listed again (the first entry is served)", skill.source
                         )
                         continue
                     found[skill.path] = skill
@@ -156,6 +156,18 @@ class RelayedSkills:
         if self._epoch == epoch:  # no change announced meanwhile: what was read may be held
             self._fresh_until = self._clock() + self._lifetime_s(min(ttls) / 1000 if ttls else None)
 
+    def _refused(self, event: str, reason: str, skill: str = "") -> None:
+        """Say why an entry is left out, once: the manifests are asked for again every few seconds (a
+        silent upstream's), and the same refusals filled the log at each. Bounded: forgotten when full."""
+        told = (event, reason, skill)
+        if told in self._told:
+            return
+        if len(self._told) >= MAX_TOLD:
+            self._told.clear()
+        self._told.add(told)
+        fields = {"skill": skill[:512]} if skill else {}
+        log.warning(event, upstream=self.namespace, reason=reason, **fields)
+
     def _lifetime_s(self, ttl_s: float | None) -> float:
         if getattr(self._upstream, "announces_resource_changes", False):
             return MAX_CACHED_S
@@ -165,21 +177,21 @@ class RelayedSkills:
         from gateway.sources.files.skills import LocalSkill, SkillFile  # YAML: only where skills are served
 
         if not isinstance(item, dict):
-            log.warning("upstream_skill_refused", upstream=self.namespace, reason="an entry is not an object")
+            self._refused("upstream_skill_refused", "an entry is not an object")
             return None
         try:
             skill = Skill.model_validate(item)
         except ValidationError as exc:
-            log.warning("upstream_skill_refused", upstream=self.namespace, reason=describe(exc)[:300])
+            self._refused("upstream_skill_refused", describe(exc)[:300])
             return None
         if not skill.uri.startswith(SCHEME) or not isinstance(skill.resources, list):
             why = "not under skill://" if not skill.uri.startswith(SCHEME) else "its resources are dynamic"
-            log.warning("upstream_skill_not_relayed", upstream=self.namespace, skill=skill.uri[:512], reason=why)
+            self._refused("upstream_skill_not_relayed", why, skill.uri)
             return None
         root = skill.uri[: -len(SKILL_FILE) - 1]
         if not plain_skill_path(root[len(SCHEME) :]):  # (its URIs would need escaping, spelt two ways)
             why = "its folders are not plain URI segments (letters, digits, '.', '_', '~', '-')"
-            log.warning("upstream_skill_not_relayed", upstream=self.namespace, skill=skill.uri[:512], reason=why)
+            self._refused("upstream_skill_not_relayed", why, skill.uri)
             return None
         files = {  # by path, as the gateway's own are (its URIs escape it again, the upstream's way or not)
             path: SkillFile(path, b"", r.digest, _mime_type(r.uri), relayed_from=r.uri, declared_size=r.size)
@@ -188,7 +200,7 @@ class RelayedSkills:
         }
         if len(files) != len(skill.resources) or files.get(SKILL_FILE) is None:
             why = "it lists a file twice, spelt two ways"  # (SKILL%2Emd beside SKILL.md: one would hide the other)
-            log.warning("upstream_skill_not_relayed", upstream=self.namespace, skill=skill.uri[:512], reason=why)
+            self._refused("upstream_skill_not_relayed", why, skill.uri)
             return None
         folders = {"/".join(p.split("/")[: i + 1]) for p in files for i in range(p.count("/"))}
         frontmatter = dict(item["frontmatter"])

@@ -224,3 +224,29 @@ async def test_a_skill_whose_uris_cannot_be_spelt_one_way_is_not_relayed(
     relayed = RelayedSkills(upstream, clock=Clock())
     await relayed.refresh()
     assert relayed.skills == {}
+
+
+async def test_an_entry_left_out_is_said_once_not_at_every_refresh() -> None:
+    """A silent upstream's manifests are asked for again every few seconds: each refusal was logged again
+    each time (a tester's log repeated seven warnings at every request)."""
+    from structlog.testing import capture_logs
+
+    upstream = Upstream()
+    original = upstream.request
+
+    async def request(method: str, params: dict[str, Any] | None, **kw: Any) -> dict[str, Any]:
+        answer = await original(method, params, **kw)
+        if method == "skills/list":
+            answer["skills"] = [*answer["skills"], "not an object"]
+        return answer
+
+    upstream.request = request  # type: ignore[method-assign]
+    clock = Clock()
+    relayed = RelayedSkills(upstream, clock=clock)
+    with capture_logs() as logs:
+        for _ in range(3):
+            await relayed.refresh()
+            clock.now += UNANNOUNCED_S + 1
+    assert upstream.calls["skills/list"] == 3
+    assert [e["event"] for e in logs if e["event"].startswith("upstream_skill")] == ["upstream_skill_refused"]
+    assert list(relayed.skills) == ["pdf"]
