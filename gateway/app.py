@@ -63,6 +63,12 @@ RESTART_ONLY = ("max_message_bytes", "max_requests_per_session", "shutdown_grace
 stop's grace are set as it starts."""
 
 
+NO_VIEW = Rules()
+"""A person whose access token matches no view: nothing narrows the global policy, but what they see may
+differ from what others with views see, so it is no listing a shared cache may hand on (``cacheScope:
+private``, as for a token without a policy); a reviewer's "eng" got ``public`` beside "sales"' private."""
+
+
 class Gateway:
     def __init__(self, config: Config, task_group: TaskGroup) -> None:
         self.config = config
@@ -124,8 +130,8 @@ class Gateway:
         """A static token's policy, or the views an access token's claims match (None: the global policy alone)."""
         if identity is None:
             return None
-        if identity.kind == "oauth":
-            return self._claim_views.viewer_for(identity.claims or {})
+        if identity.kind == "oauth":  # matching no view: the global policy's list, private all the same
+            return self._claim_views.viewer_for(identity.claims or {}) or NO_VIEW
         if identity.kind == "token":
             return self._viewers.get(identity.name)
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -77,3 +78,30 @@ def test_every_matching_view_narrows_and_deny_wins() -> None:
     assert views.viewer_for({"groups": ["eng"]}) is None  # nothing narrows the global policy
     assert isinstance(views.viewer_for({"groups": []}), Rules)
     assert views.viewer_for({"groups": ["docs"]}).key != views.viewer_for({"groups": []}).key  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_a_person_matching_no_view_gets_a_private_listing() -> None:
+    """An operator's tester: "eng" (matching no view) got ``cacheScope: public`` on a listing holding
+    names a "sales" person may not see; a shared cache honouring it could hand it on. Private, as for a
+    token without a policy of its own."""
+    from gateway.app import run_gateway
+    from gateway.config import parse_config
+    from gateway.identity.principal import Identity
+
+    config = parse_config(
+        {
+            "server": {
+                "transport": "http",
+                "auth": {"resource": "http://127.0.0.1:9/mcp", "issuers": [{"issuer": "https://issuer.example"}]},
+                "views": [{"name": "outsiders", "match": {"claim": "groups", "none_of": ["eng"]}, "policy": {}}],
+            },
+        }
+    )
+    async with run_gateway(config) as gateway:
+        engineer = Identity.access_token("https://issuer.example", "eng", {"groups": ["eng"]})
+        viewer = gateway.viewer_for(engineer)
+        assert viewer is not None
+        listing = await gateway.catalog.list_prompts(None, viewer=viewer)
+        assert listing["cacheScope"] == "private"
+        assert (await gateway.catalog.skills.list_skills({}, viewer=viewer))["cacheScope"] == "private"
