@@ -264,3 +264,12 @@ def test_commands_that_check_no_token_load_a_config_whose_token_secrets_are_unse
     assert [t.name for t in config.server.tokens] == ["ci", "ops"]
     assert config.server.tokens[0].policy.deny == ("eng__*",)
     assert load_config(path, environ={"CI_TOKEN": "c" * 32}, secrets_read=False).server.tokens[0].token == "c" * 32
+
+
+def test_where_a_replica_listens_and_writes_its_audit_is_no_part_of_its_digest() -> None:
+    """An operator's tester gave each replica its own audit file: /readyz said replicas_agree false."""
+    one = parse_config({"server": {"port": 8081, "audit": {"file": "/var/log/gw/audit-8081.jsonl"}}})
+    two = parse_config({"server": {"port": 8082, "audit": {"file": "/var/log/gw/audit-8082.jsonl"}}})
+    assert one.digest == two.digest
+    values = parse_config({"server": {"audit": {"file": "/x", "argument_values": True}}})
+    assert values.digest != one.digest  # what goes into the audit is still compared

@@ -151,8 +151,9 @@ class Config(_Section):
     @property
     def digest(self) -> str:
         """Tells configs apart (replicas compare theirs through Redis); secrets go in only hashed. What
-        each replica may set for itself (where it listens) is left out: replicas on one host differ there."""
-        listening = self.model_dump_json(exclude={"server": {"host", "port"}})
+        each replica may set for itself (where it listens, where it writes its audit) is left out:
+        replicas on one host differ there."""
+        listening = self.model_dump_json(exclude={"server": {"host": True, "port": True, "audit": {"file"}}})
         return hashlib.sha256(listening.encode()).hexdigest()[:12]
 
     @property
