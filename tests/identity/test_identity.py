@@ -3,6 +3,7 @@ name, are never one identity, in equality, in the key that sealed ids and Redis 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,3 +33,21 @@ def test_keys_never_collide_across_issuers_and_subjects(issuer: str, subject: st
     one, two = Identity.access_token(issuer, subject, {}), Identity.access_token(issuer2, subject2, {})
     assert (one.key == two.key) == ((issuer, subject) == (issuer2, subject2))
     assert one.key != Identity.token(subject).key
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("claims", "said"), [({}, "it names no issuer"), ({"sub": "x"}, "it names no issuer")])
+async def test_a_token_that_names_no_issuer_is_told_so(claims: dict[str, object], said: str) -> None:
+    """An operator's tester: a JWT without ``iss`` was refused as "issued by None, which is not a
+    configured issuer"."""
+    import jwt
+
+    from gateway.config import AuthSettings
+    from gateway.identity.access_tokens import AccessTokenValidator, TokenRejected
+
+    settings = AuthSettings.model_validate(
+        {"resource": "http://127.0.0.1:9/mcp", "issuers": [{"issuer": "https://issuer.example"}]}
+    )
+    token = jwt.encode(claims, "a secret of thirty-two bytes or more!", algorithm="HS256")
+    with pytest.raises(TokenRejected, match=said):
+        await AccessTokenValidator(settings).validate(token)
