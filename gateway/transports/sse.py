@@ -8,6 +8,7 @@ amount of memory: the oldest events are dropped first.
 
 from __future__ import annotations
 
+import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -34,8 +35,13 @@ KEEPALIVE = b": keep-alive\n\n"
 
 
 EPOCH_SCALE = 10**9
-"""Event ids are ``(epoch + 1) * EPOCH_SCALE + n`` where an epoch is known (replicas sharing Redis count the
-catalog's changes): another replica can tell from a client's Last-Event-ID whether a change came since."""
+"""Event ids are ``(epoch + 1) * EPOCH_SCALE + block + n`` where an epoch is known (replicas sharing Redis
+count the catalog's changes): another replica can tell from a client's Last-Event-ID whether a change came
+since. ``block`` (a random multiple of ``BLOCK_SIZE``, one per log) keeps one session's logs on two replicas
+apart: numbered alike, a replica took another's id for one it had issued itself and replayed nothing, where
+the client was owed a list_changed (an operator's tester, after Redis restarted and the epoch went back)."""
+BLOCK_SIZE = 10**6
+BLOCKS = 900  # (so that block + n stays below EPOCH_SCALE: the epoch read back from an id is the one it had)
 
 
 def epoch_of(event_id: int) -> int | None:
@@ -43,9 +49,12 @@ def epoch_of(event_id: int) -> int | None:
 
 
 class EventLog:
-    def __init__(self, max_events: int = 256, *, epoch: Callable[[], int | None] = lambda: None) -> None:
+    def __init__(
+        self, max_events: int = 256, *, epoch: Callable[[], int | None] = lambda: None, block: int | None = None
+    ) -> None:
         self._events: deque[Event] = deque(maxlen=max_events)
         self._epoch = epoch
+        self._block = (secrets.randbelow(BLOCKS) if block is None else block) * BLOCK_SIZE
         self._first_id: int | None = None
         self._next_id = 1
         self._delivered = 0
@@ -60,7 +69,7 @@ class EventLog:
         if key is not None and any(e.key == key for e in self._events if e.id > self._delivered):
             return False
         epoch = self._epoch()
-        event_id = self._next_id if epoch is None else max(self._next_id, (epoch + 1) * EPOCH_SCALE + 1)
+        event_id = self._next_id if epoch is None else max(self._next_id, (epoch + 1) * EPOCH_SCALE + self._block + 1)
         if self._first_id is None:
             self._first_id = event_id
         self._events.append(Event(event_id, data, key))

@@ -37,3 +37,21 @@ def test_ids_carry_the_epoch_and_always_increase(epochs: list[int]) -> None:
     assert all(log.issued(i) for i in ids)
     assert not log.issued(ids[-1] + 1)
     assert not log.issued(EPOCH_SCALE // 2)  # another replica's small id
+
+
+@given(st.integers(0, 50), st.integers(0, 50), st.integers(1, 300))
+def test_one_sessions_logs_on_two_replicas_never_take_each_others_ids(then: int, now: int, pushed: int) -> None:
+    """An operator's tester: replica B took a Last-Event-ID that replica A numbered for one of its own
+    (numbered alike, and B's counter had passed it after Redis restarted and the epoch went back), and
+    replayed nothing where the client was owed a list_changed."""
+    on_a = EventLog(epoch=lambda: then, block=3)
+    on_b = EventLog(max_events=1000, epoch=lambda: then, block=5)
+    on_a.push(b"x")
+    on_b.push(b"x")
+    seen_on_a = on_a._next_id - 1
+    later = EventLog(max_events=1000, epoch=lambda: now, block=5)  # B's, after the epoch moved or went back
+    later._next_id, later._first_id = on_b._next_id, on_b._first_id
+    for _ in range(pushed):
+        later.push(b"y")
+    assert not later.issued(seen_on_a)
+    assert epoch_of(seen_on_a) == then
