@@ -27,7 +27,7 @@ import anyio
 from gateway import __version__
 from gateway.catalog import prompt_tools
 from gateway.catalog.catalog import Catalog
-from gateway.catalog.policy import Viewer
+from gateway.catalog.policy import ALLOW_ALL, Viewer
 from gateway.frontend.skills import SKILL_METHODS, parse_skill_read, serve_skills, skill_capabilities
 from gateway.identity.audit import AUDITED, SKILL_READS, AuditTrail, prompt_of, skill_of
 from gateway.identity.principal import Identity
@@ -110,6 +110,14 @@ class Subscription:
         return False
 
 
+def narrows_nothing(viewer: Viewer) -> bool:
+    """Whether ``viewer`` hides nothing beyond the global policy (a token without a policy; a person
+    matching no view): told of every change, as a caller without a viewer is. The filter judges what a
+    viewer can see by the names listed before the change: a reviewer's person matching no view missed
+    a prompt that became visible."""
+    return viewer.key == ALLOW_ALL.key
+
+
 class Hub:
     """The live sessions and subscriptions; ``broadcast_list_changed`` reaches each of them once."""
 
@@ -127,7 +135,9 @@ class Hub:
         return len(self._listeners)
 
     def _may_see(self, viewer: Viewer | None, changed: frozenset[str]) -> bool:
-        return viewer is None or self._sees is None or self._sees(viewer, changed)
+        if viewer is None or narrows_nothing(viewer) or self._sees is None:
+            return True
+        return self._sees(viewer, changed)
 
     def broadcast_list_changed(self, changed: frozenset[str] | None = None) -> int:
         """Tell every listener that may see something of the ``changed`` upstreams (None: any may have
@@ -139,6 +149,7 @@ class Hub:
             if (
                 changed is not None
                 and viewer is not None
+                and not narrows_nothing(viewer)
                 and self._sees is not None
                 and not self._sees(viewer, changed)
             ):

@@ -246,7 +246,7 @@ class AccessTokenValidator:
         keys = self._issuers.get(issuer) if isinstance(issuer, str) else None
         if keys is None:
             if not isinstance(issuer, str):  # (was "issued by None, which is not a configured issuer")
-                raise TokenRejected("it names no issuer (no iss claim)")
+                raise TokenRejected("it names no issuer (no iss claim, or not a string)")
             raise TokenRejected(f"issued by {issuer!r}, which is not a configured issuer")
         algorithm = header.get("alg")
         if not isinstance(algorithm, str) or algorithm not in keys.settings.algorithms:

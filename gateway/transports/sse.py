@@ -36,12 +36,13 @@ KEEPALIVE = b": keep-alive\n\n"
 
 EPOCH_SCALE = 10**9
 """Event ids are ``(epoch + 1) * EPOCH_SCALE + block + n`` where an epoch is known (replicas sharing Redis
-count the catalog's changes): another replica can tell from a client's Last-Event-ID whether a change came
-since. ``block`` (a random multiple of ``BLOCK_SIZE``, one per log) keeps one session's logs on two replicas
-apart: numbered alike, a replica took another's id for one it had issued itself and replayed nothing, where
-the client was owed a list_changed (an operator's tester, after Redis restarted and the epoch went back)."""
+count the catalog's changes: another replica can tell from a client's Last-Event-ID whether a change came
+since), else ``block + n``. ``block`` (a random multiple of ``BLOCK_SIZE``, one per log) keeps one session's
+logs on two replicas apart, and ``issued`` takes only ids of its own block: numbered alike, a replica took
+another's id for one it had issued itself and replayed nothing, where the client was owed a list_changed
+(an operator's tester, after Redis restarted and the epoch went back)."""
 BLOCK_SIZE = 10**6
-BLOCKS = 900  # (so that block + n stays below EPOCH_SCALE: the epoch read back from an id is the one it had)
+BLOCKS = 999  # (block + n stays below EPOCH_SCALE for a million events an epoch: the epoch read back is its own)
 
 
 def epoch_of(event_id: int) -> int | None:
@@ -55,8 +56,8 @@ class EventLog:
         self._events: deque[Event] = deque(maxlen=max_events)
         self._epoch = epoch
         self._block = (secrets.randbelow(BLOCKS) if block is None else block) * BLOCK_SIZE
+        self._next_id = self._block + 1
         self._first_id: int | None = None
-        self._next_id = 1
         self._delivered = 0
         self._changed = anyio.Event()
         self.closed = False
@@ -78,8 +79,12 @@ class EventLog:
         return True
 
     def issued(self, event_id: int) -> bool:
-        """Whether this log numbered ``event_id`` (a client's Last-Event-ID from another replica was not)."""
-        return event_id == 0 or (self._first_id is not None and self._first_id <= event_id < self._next_id)
+        """Whether this log numbered ``event_id`` (a client's Last-Event-ID from another replica was not):
+        one of its block, in the run of ids it gave out."""
+        if event_id == 0:
+            return True
+        own_block = event_id % EPOCH_SCALE // BLOCK_SIZE == self._block // BLOCK_SIZE
+        return own_block and self._first_id is not None and self._first_id <= event_id < self._next_id
 
     def close(self) -> None:
         self.closed = True

@@ -112,3 +112,42 @@ async def test_a_change_is_announced_only_to_listeners_whose_view_shows_that_ups
             while other.count == 0:
                 await anyio.wait_all_tasks_blocked()
         assert (engineer.count, other.count, everyone.count) == (2, 1, 2)
+
+
+class _Listener:
+    def __init__(self, viewer: object) -> None:
+        self.viewer, self.told = viewer, 0
+
+    def list_changed(self) -> None:
+        self.told += 1
+
+
+@pytest.mark.anyio
+async def test_a_viewer_that_hides_nothing_is_told_of_a_prompt_that_became_visible() -> None:
+    """A reviewer: a person matching no view (an allow-all viewer, so that their listing is private)
+    missed a list_changed an anonymous caller got: the filter judges a viewer by the names listed before
+    the change, and the upstream's only prompt then was hidden by the global policy."""
+    from gateway.app import NO_VIEW
+    from gateway.catalog.catalog import Catalog
+    from gateway.catalog.cursor import CursorCodec
+    from gateway.catalog.mounts import Mount
+    from gateway.catalog.policy import Rules
+    from gateway.frontend.service import Hub
+    from gateway.testing import FakePromptSource
+
+    source = FakePromptSource("a", [{"name": "draft_x"}])  # its only prompt, hidden by the global policy
+    catalog = Catalog(
+        [Mount(source, prefix="a__", rules=Rules())],
+        codec=CursorCodec(b"s" * 32),
+        generation="g",
+        policy=Rules(deny=("a__draft_*",), separator="__"),
+    )
+    assert (await catalog.list_prompts(None, viewer=NO_VIEW))["prompts"] == []
+    hub = Hub(sees=lambda viewer, namespaces: catalog.shows_any(namespaces, viewer))
+    anonymous, person, limited = _Listener(None), _Listener(NO_VIEW), _Listener(Rules(allow=("b__*",)))
+    for listener in (anonymous, person, limited):
+        hub.add(listener)  # type: ignore[arg-type]
+    source.prompts.append({"name": "guide"})
+    catalog.invalidate("a")
+    hub.broadcast_list_changed(frozenset({"a"}))
+    assert (anonymous.told, person.told, limited.told) == (1, 1, 0)  # one that sees nothing of it still isn't

@@ -291,16 +291,16 @@ async def test_session_rules(tmp_path: Path) -> None:
             assert conflict.status_code == 409
             await raw.post(url, json=add, headers=with_session)
             event = await _next_event(stream)
-        assert event["id"] == "1"
+        first = int(event["id"])  # (each session's log numbers in a block of its own: sse.py)
         assert json.loads(event["data"]) == {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}
         await raw.post(
             url,
             json={**add, "id": 4, "params": {"name": "dyn__add", "arguments": {"name": "two"}}},
             headers=with_session,
         )  # announced while no stream is open: kept for replay
-        async with raw.stream("GET", url, headers={**sse_headers, "Last-Event-ID": "1"}) as resumed:
+        async with raw.stream("GET", url, headers={**sse_headers, "Last-Event-ID": str(first)}) as resumed:
             replayed = await _next_event(resumed)
-        assert replayed["id"] == "2"
+        assert replayed["id"] == str(first + 1)
         for bad in (b"\xb2", b"1\xb9", b"9" * 4300):  # latin-1 superscript digits: isdigit(), yet int() refuses
             refused = await raw.get(url, headers={**sse_headers, "Last-Event-ID": bad})  # type: ignore[dict-item]
             assert refused.status_code == 400, bad
