@@ -81,13 +81,13 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _from_object(obj: Any, suspect: bool) -> Message:
+def _from_object(obj: Any, suspect: bool, deep: bool = False) -> Message:
     if not isinstance(obj, dict):
         raise InvalidRequest("Invalid Request: a message must be a JSON object")
     raw_id = obj.get("id")
     request_id: RequestId | None = raw_id if _valid_id(raw_id) else None
-    if suspect:
-        problem = unrepresentable(obj)
+    if suspect or deep:
+        problem = unrepresentable(obj, MAX_NESTING if deep else None)
         if problem is not None:
             return _refuse_unrepresentable(obj, problem, request_id)
     if obj.get("jsonrpc") != "2.0":
@@ -140,6 +140,10 @@ def _invalid(problem: str, request_id: RequestId | None) -> InvalidRequest:
     return error
 
 
+MAX_PATH_SHOWN = 160
+"""How much of the path to a refused value an error message shows (its start and its end)."""
+
+
 def _refuse_unrepresentable(obj: dict[str, Any], problem: tuple[str, str], request_id: RequestId | None) -> Message:
     """A message carrying a value JSON text can hold but Unicode or JSON numbers cannot: refused with the
     error its place calls for (``id``/``method``: -32600; ``params``: -32602; an answer: unusable)."""
@@ -147,6 +151,8 @@ def _refuse_unrepresentable(obj: dict[str, Any], problem: tuple[str, str], reque
         raise _invalid('"id" contains an unpaired UTF-16 surrogate', None)  # no usable id to answer under
     path, what = problem
     top = path.split(".", 1)[0].split("[", 1)[0]
+    if len(path) > MAX_PATH_SHOWN:  # (a path 64 levels deep, or through long keys, would be the whole answer)
+        path = f"{path[: MAX_PATH_SHOWN // 2]}…{path[-MAX_PATH_SHOWN // 2 :]}"
     if top in ("result", "error") and "method" not in obj and request_id is not None:
         return UnusableResponse(request_id, f"{path} {what}")
     if top == "params" and "method" in obj:
@@ -179,13 +185,32 @@ def _key(key: str) -> str:
     return key.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
 
 
-def unrepresentable(value: Any) -> tuple[str, str] | None:
+MAX_NESTING = 64
+"""How deeply a message's objects and arrays may nest (the message itself is the first level). No MCP
+message comes near it; one past it was read (orjson reads 1,024 levels) but could not be written again
+(orjson writes 255, the standard library's recursion ends near 1,000) when it was relayed, and an SDK
+upstream dropped a frame from about 200 levels without a word: it is refused on arrival instead."""
+
+
+def _brackets(data: bytes | str) -> int:
+    """How many objects and arrays a frame could open: at least its nesting depth (brackets in strings
+    count too), so only a frame with more than ``MAX_NESTING`` of them is walked for its depth."""
+    if isinstance(data, bytes):
+        return data.count(b"{") + data.count(b"[")
+    return data.count("{") + data.count("[")
+
+
+def unrepresentable(value: Any, max_nesting: int | None = None) -> tuple[str, str] | None:
     """(where, what) for the first string holding a lone surrogate or number that is not finite in a
-    decoded JSON value, or None. Such values decode but cannot be encoded as UTF-8 JSON, so one let in
-    would fail later, far from its sender. Iterative: depth is bounded only by the message size."""
-    stack: list[tuple[str, Any]] = [("", value)]
+    decoded JSON value, or (with ``max_nesting``) the first object or array nested deeper than that, or
+    None. Such values decode but cannot be encoded as UTF-8 JSON, so one let in would fail later, far
+    from its sender. Iterative: depth is bounded only by the message size."""
+    stack: list[tuple[str, Any, int]] = [("", value, 1)]
+    limit = max_nesting if max_nesting is not None else math.inf
     while stack:
-        path, item = stack.pop()
+        path, item, depth = stack.pop()
+        if depth > limit and isinstance(item, (dict, list)):
+            return path or "value", f"is nested more than {max_nesting} levels deep"
         if isinstance(item, str):
             if not item.isascii() and _has_surrogate(item):
                 return path or "value", "contains an unpaired UTF-16 surrogate"
@@ -197,9 +222,9 @@ def unrepresentable(value: Any) -> tuple[str, str] | None:
                 where = f"{path}.{_key(key)}" if path else _key(key)
                 if not key.isascii() and _has_surrogate(key):
                     return where, "has a key with an unpaired UTF-16 surrogate"
-                stack.append((where, member))
+                stack.append((where, member, depth + 1))
         elif isinstance(item, list):
-            stack.extend((f"{path}[{i}]", member) for i, member in enumerate(item))
+            stack.extend((f"{path}[{i}]", member, depth + 1) for i, member in enumerate(item))
     return None
 
 
@@ -255,7 +280,7 @@ def id_at_edges(head: bytes, tail: bytes) -> tuple[RequestId, str] | None:
 
 def decode(data: bytes | str) -> Message | Batch:
     """Parse one frame. Raises ParseError (not JSON), InvalidRequest (not JSON-RPC) or InvalidParams
-    (params holding what JSON text can spell but Unicode cannot carry)."""
+    (params holding what JSON text can spell but Unicode cannot carry, or nested past ``MAX_NESTING``)."""
     suspect = long_integer_in(data) if isinstance(data, bytes) else _SUSPECT_TEXT.search(data) is not None
     if not suspect:
         try:
@@ -264,17 +289,18 @@ def decode(data: bytes | str) -> Message | Batch:
             suspect = True  # what orjson cannot hold as it is, or no JSON (the error then names the problem)
     if suspect:
         obj = _decode_leniently(data)
+    deep = _brackets(data) > MAX_NESTING
     if isinstance(obj, list):
         if not obj:
             raise InvalidRequest("Invalid Request: empty batch")
         items: list[Message | Malformed] = []
         for member in obj:
             try:
-                items.append(_from_object(member, suspect))
+                items.append(_from_object(member, suspect, deep))
             except (InvalidRequest, InvalidParams) as exc:
                 items.append(Malformed(exc, request_id_of(exc)))
         return Batch(tuple(items))
-    return _from_object(obj, suspect)
+    return _from_object(obj, suspect, deep)
 
 
 def _decode_leniently(data: bytes | str) -> Any:

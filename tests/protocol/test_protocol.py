@@ -274,3 +274,39 @@ def test_a_clients_key_that_looks_like_a_content_tag_is_still_named() -> None:
 
     with pytest.raises(InvalidParams, match=r"params\.arguments\.content-type=text: Input should be a valid string"):
         parse_params(GetPromptParams, {"name": "x", "arguments": {"content-type=text": 1}})
+
+
+def _nested_in_params(levels: int, as_list: bool) -> bytes:
+    opening, closing = (b"[", b"]") if as_list else (b'{"k":', b"}")
+    return b'{"jsonrpc":"2.0","id":3,"method":"m","params":{"x":' + opening * levels + b"7" + closing * levels + b"}}"
+
+
+@given(st.integers(min_value=0, max_value=1000), st.booleans())
+def test_a_message_nested_past_the_bound_is_refused_naming_where_and_one_within_it_is_read(
+    levels: int, as_list: bool
+) -> None:
+    """The message is the first level and its params the second: a value nested ``levels`` deep inside
+    them reaches ``levels + 2``. Refused past ``MAX_NESTING`` (a value that deep could not be written on),
+    from the orjson path and from the standard library's (a long integer sends the frame there) alike."""
+    for frame in (_nested_in_params(levels, as_list), _nested_in_params(levels, as_list).replace(b"7", b"7" * 20)):
+        if levels + 2 > jsonrpc.MAX_NESTING:
+            with pytest.raises(InvalidParams, match=r"Invalid params: params\.x.* is nested more than 64 levels deep"):
+                decode(frame)
+        else:
+            message = decode(frame)
+            assert isinstance(message, Request)
+            assert message.params is not None
+
+
+def test_brackets_inside_strings_are_no_nesting_and_an_answer_nested_too_deeply_is_unusable() -> None:
+    text = "{[" * 500
+    message = decode(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"t": text}}).encode())
+    assert isinstance(message, Request)
+    assert message.params == {"t": text}
+    deep: object = 1
+    for _ in range(70):
+        deep = {"a": deep}
+    answer = decode(json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"x": deep}}).encode())
+    assert isinstance(answer, jsonrpc.UnusableResponse)
+    assert "is nested more than 64 levels deep" in answer.problem
+    assert len(answer.problem) < 300  # the path is shortened in the middle

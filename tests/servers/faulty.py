@@ -44,6 +44,7 @@ PROMPTS = [
     "surrogate_request",
     "surrogate_progress",
     "forge_progress",
+    "deep_result",
 ]
 write_lock = threading.Lock()
 waiting: dict[Any, threading.Event] = {}
@@ -113,6 +114,11 @@ def get_prompt(request_id: Any, params: dict[str, Any]) -> None:
         reply(request_id, text("broken \udfff text"))  # json.dumps writes it as the escape \udfff
     elif name == "nan_meta":
         reply(request_id, {**text("fine text"), "_meta": {"score": float("nan")}})  # written as NaN
+    elif name == "deep_result":  # nested past the gateway's bound (which it could not have written on)
+        deep: Any = "bottom"
+        for _ in range(300):
+            deep = {"a": deep}
+        reply(request_id, {**text("fine text"), "_meta": {"deep": deep}})
     elif name == "surrogate_request":
         send({"jsonrpc": "2.0", "id": "\ud800", "method": "roots/list"})
         send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "\ud800"}})
