@@ -41,6 +41,7 @@ from gateway.protocol.jsonrpc import (
     request_id_of,
     to_wire,
 )
+from gateway.protocol.modern import in_batch
 from gateway.transports.base import ExchangingStream, MessageStream, MessageTooLarge
 
 NotificationHandler = Callable[[Notification], Awaitable[None]]
@@ -302,7 +303,7 @@ class RpcPeer:
             return
         assert self._task_group is not None  # noqa: S101 - run() sets it before the loop starts
         self._begin_handling()
-        self._task_group.start_soon(self._serve_batch, batch)
+        self._task_group.start_soon(self._serve_batch, in_batch(batch))
 
     async def _wait_all_answered(self) -> None:
         if self._handling:

@@ -26,9 +26,10 @@ from gateway.protocol.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     HeaderMismatch,
     InvalidParams,
+    InvalidRequest,
     UnsupportedVersion,
 )
-from gateway.protocol.jsonrpc import JSON_OBJECT, meta_problem
+from gateway.protocol.jsonrpc import JSON_OBJECT, Batch, Malformed, Request, meta_problem
 from gateway.protocol.versions import MODERN_VERSIONS
 
 RESERVED_PREFIX = "io.modelcontextprotocol/"
@@ -79,6 +80,28 @@ def carries_envelope(params: Mapping[str, Any] | None) -> bool:
     is judged (and refused with a reason) as modern rather than served as legacy."""
     meta = params.get("_meta") if isinstance(params, JSON_OBJECT) else None
     return meta is not None and isinstance(meta, JSON_OBJECT) and PROTOCOL_VERSION_KEY in meta
+
+
+def in_batch(batch: Batch) -> Batch:
+    """A batch as served: a member that claims to be 2026-07-28 (an envelope) is refused, -32600, for that
+    revision has no batches; and a batch is answered once all its members are, so a ``subscriptions/listen``
+    in one held every other member's answer (and the HTTP response) for as long as it listened."""
+    if not any(isinstance(item, Request) and carries_envelope(item.params) for item in batch.items):
+        return batch
+    return Batch(
+        tuple(
+            Malformed(InvalidRequest(BATCHED_MODERN_REQUEST), item.id)
+            if isinstance(item, Request) and carries_envelope(item.params)
+            else item
+            for item in batch.items
+        )
+    )
+
+
+BATCHED_MODERN_REQUEST = (
+    "Invalid Request: a 2026-07-28 request (its _meta names a protocol version) cannot be sent in a batch; "
+    "send it on its own"
+)
 
 
 def read_envelope(params: Mapping[str, Any] | None) -> Envelope:

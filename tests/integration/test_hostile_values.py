@@ -322,3 +322,65 @@ async def test_a_completion_whose_ref_is_no_object_is_invalid_params_on_every_fr
                 response = await http.post("/mcp", json=stateless, headers=modern_headers)
                 assert names_the_ref(response.json()), (ref, response.text)
         assert gateway.process.returncode is None
+
+
+LISTEN_AND_PING = json.dumps(
+    [
+        {
+            "jsonrpc": "2.0",
+            "id": 20,
+            "method": "subscriptions/listen",
+            "params": {"notifications": {}, "_meta": MODERN_META},
+        },
+        {"jsonrpc": "2.0", "id": 21, "method": "ping"},
+    ]
+).encode()
+
+
+def assert_listen_refused_and_ping_answered(batch: list[dict[str, Any]]) -> None:
+    answers = {answer["id"]: answer for answer in batch}
+    assert answers[21]["result"] == {}
+    assert answers[20]["error"]["code"] == -32600
+    assert "cannot be sent in a batch" in answers[20]["error"]["message"]
+
+
+async def test_a_2026_request_in_a_batch_is_refused_and_the_others_answered_over_stdio(tmp_path: Path) -> None:
+    """A batch is answered once all its members are: a listen in one held the others' answers for as long as
+    it listened (2026-07-28 has no batches)."""
+    async with raw_stdio(config(tmp_path)) as raw:
+        await raw.send(LISTEN_AND_PING)
+        assert_listen_refused_and_ping_answered(await raw.answer_batch())
+
+
+async def test_a_2026_request_in_a_batch_is_refused_over_http_and_a_2026_response_is_told_why(tmp_path: Path) -> None:
+    async with (
+        running_gateway(config(tmp_path, transport="http", port=0)) as gateway,
+        httpx.AsyncClient(base_url=gateway.url, headers=HEADERS, timeout=20) as http,
+    ):
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {**INIT, "protocolVersion": "2025-03-26"}}
+        session = (await http.post("/mcp", json=init)).headers["mcp-session-id"]
+        headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-03-26"}
+        response = await http.post("/mcp", content=LISTEN_AND_PING, headers=headers)
+        assert response.status_code == 200
+        assert_listen_refused_and_ping_answered(response.json())
+        # a response posted as 2026-07-28: told so (it was told its supported version was unsupported)
+        answer = {"jsonrpc": "2.0", "id": 1, "result": {}}
+        response = await http.post("/mcp", json=answer, headers={"MCP-Protocol-Version": "2026-07-28"})
+        assert response.status_code == 400
+        assert "2026-07-28 clients send no JSON-RPC responses" in response.json()["error"]["message"]
+        async with http.stream("GET", "/sse", headers={"Accept": "text/event-stream"}) as stream:  # legacy HTTP+SSE
+            lines = stream.aiter_lines()
+
+            async def next_data() -> str:
+                with anyio.fail_after(20):
+                    async for line in lines:
+                        if line.startswith("data: "):
+                            return line[6:]
+                raise AssertionError("stream ended")
+
+            endpoint = await next_data()
+            post = {"Content-Type": "application/json"}
+            await http.post(endpoint, json={**init, "params": {**INIT, "protocolVersion": "2024-11-05"}}, headers=post)
+            assert json.loads(await next_data())["id"] == 1
+            assert (await http.post(endpoint, content=LISTEN_AND_PING, headers=post)).status_code == 202
+            assert_listen_refused_and_ping_answered(json.loads(await next_data()))

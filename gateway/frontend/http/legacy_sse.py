@@ -28,6 +28,7 @@ from gateway.protocol.jsonrpc import (
     decode,
     dumps,
 )
+from gateway.protocol.modern import in_batch
 from gateway.transports.sse import encode_event
 
 log = structlog.get_logger("gateway.http")
@@ -100,7 +101,7 @@ class LegacySsePath(HttpPaths):
         return not_found
 
     async def _legacy_serve(self, session: HttpSession, message: Message | Batch) -> None:
-        items = message.items if isinstance(message, Batch) else (message,)
+        items = in_batch(message).items if isinstance(message, Batch) else (message,)
         answers = await self._serve_items(session, items)
         if isinstance(message, Batch) and answers:
             session.events.push(dumps(answers))

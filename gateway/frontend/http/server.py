@@ -60,7 +60,7 @@ from gateway.protocol.jsonrpc import (
     Request,
     dumps,
 )
-from gateway.protocol.modern import carries_envelope
+from gateway.protocol.modern import carries_envelope, in_batch
 from gateway.protocol.versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 from gateway.transports.sse import epoch_of
 
@@ -219,6 +219,12 @@ class HttpFrontend(StatelessPath, LegacySsePath):
             return Response(status_code=202)  # 2026-07-28 defines no client notifications over HTTP
         if isinstance(message, Batch) and version in MODERN_VERSIONS:  # (it was told its version is unsupported)
             return plain(400, "Bad Request: 2026-07-28 has no batches: send each request in a POST of its own")
+        if version in MODERN_VERSIONS:  # a response (it was told its version is unsupported)
+            return plain(
+                400,
+                "Bad Request: 2026-07-28 clients send no JSON-RPC responses: the answer to a server's question "
+                "goes in the request retried with inputResponses",
+            )
         if version is not None and version not in HANDSHAKE_VERSIONS:
             return plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
         if isinstance(message, Request) and message.method == "initialize":
@@ -230,7 +236,7 @@ class HttpFrontend(StatelessPath, LegacySsePath):
             if self.store.task_group is None:
                 return plain(503, "Service Unavailable: shutting down")
             return self._stream(session, self._answer_events(lambda notify: self._serve_one(session, message, notify)))
-        items = message.items if isinstance(message, Batch) else (message,)
+        items = in_batch(message).items if isinstance(message, Batch) else (message,)
         answers = await self._serve_items(session, items)
         if not answers:
             return Response(status_code=202)
