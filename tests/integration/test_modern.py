@@ -198,6 +198,53 @@ async def test_stateless_http_requests_are_checked_in_the_spec_order(tmp_path: P
         assert "mcp-session-id" in legacy.headers
 
 
+async def test_a_request_asking_for_a_stream_is_refused_with_its_status_before_any_notification(
+    tmp_path: Path,
+) -> None:
+    """A listen, or a request with a progress token, is answered as a stream once it has something to
+    stream; what it is told first (refused, unknown, invalid) is JSON with its status (it was a 200 stream)."""
+    config = write_config(
+        tmp_path / "c.toml", [sdk_upstream("rich", "rich"), sdk_upstream("bad", "faulty")], server=HTTP
+    )
+    async with running_gateway(config) as gateway, httpx.AsyncClient(timeout=20) as http:
+        url = f"{gateway.url}/mcp"
+
+        def with_token(body: dict[str, Any]) -> dict[str, Any]:
+            body["params"]["_meta"]["progressToken"] = 1
+            return body
+
+        future = with_token(modern(1, "prompts/list"))
+        future["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "2099-01-01"
+        cases = [
+            (future, {"MCP-Protocol-Version": "2099-01-01", "Mcp-Method": "prompts/list"}, 400, -32022),
+            (with_token(modern(2, "no/such")), {"Mcp-Method": "no/such"}, 404, -32601),
+            (modern(3, "subscriptions/listen", notifications=5), {"Mcp-Method": "subscriptions/listen"}, 400, -32602),
+            (
+                with_token(modern(4, "prompts/get", name="rich__nope")),
+                {"Mcp-Method": "prompts/get", "Mcp-Name": "rich__nope"},
+                400,
+                -32602,
+            ),
+        ]
+        for body, headers, status, code in cases:
+            answer = await post(http, url, body, **{"MCP-Protocol-Version": "2026-07-28", **headers})
+            assert answer.headers["content-type"].startswith("application/json"), (body, answer.text)
+            assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), answer.text
+        # one with something to stream is a stream: its progress, then its answer; one without, JSON
+        get = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/get", "Mcp-Name": "bad__progress"}
+        listing = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/list"}
+        assert "bad__progress" in (await post(http, url, modern(7, "prompts/list"), **listing)).text
+        streamed = await post(http, url, with_token(modern(5, "prompts/get", name="bad__progress")), **get)
+        assert (streamed.status_code, streamed.headers["content-type"]) == (200, "text/event-stream; charset=utf-8"), (
+            streamed.text
+        )
+        assert streamed.text.index("notifications/progress") < streamed.text.index('"result"')
+        get["Mcp-Name"] = "rich__voice"
+        quick = await post(http, url, with_token(modern(6, "prompts/get", name="rich__voice")), **get)
+        assert (quick.status_code, quick.headers["content-type"]) == (200, "application/json")
+        check("2026-07-28", "GetPromptResultResponse", quick.json())
+
+
 async def test_a_listen_stream_over_http_is_tagged_and_closed_by_the_client(tmp_path: Path) -> None:
     config = write_config(tmp_path / "c.toml", [sdk_upstream("dyn", "dynamic")], server=HTTP)
     async with running_gateway(config) as gateway, httpx.AsyncClient(timeout=20) as http:

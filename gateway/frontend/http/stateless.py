@@ -58,8 +58,7 @@ class StatelessPath(HttpPaths):
         if streamed and self.store.task_group is None:
             return plain(503, "Service Unavailable: shutting down")
         if streamed:
-            body = self._answer_events(lambda notify: self._stateless_answer(request, notify, principal, envelope))
-            return sse_response(self._counted(body, principal))
+            return await self._streamed(http, request, principal, envelope)
         self._request_share.acquire(principal)
         try:
             watch = DisconnectWatch(http)
@@ -75,6 +74,43 @@ class StatelessPath(HttpPaths):
             return modern_answer(answer)
         finally:
             self._request_share.release(principal)
+
+    async def _streamed(
+        self, http: HttpRequest, request: Request, principal: Identity | None, envelope: Envelope
+    ) -> Response:
+        """A request answered as a stream (a listen, or one asking for progress) once it has something to
+        stream: what it is told before any notification (a refusal, an unknown method, invalid params, or
+        a quick answer) is answered as JSON with the status its code calls for, not inside a 200 stream."""
+        told = False
+        answers: list[dict[str, Any]] = []
+
+        async def run(notify: Notify) -> dict[str, Any]:
+            async def noting(method: str, params: dict[str, Any] | None) -> None:
+                nonlocal told
+                told = True
+                await notify(method, params)
+
+            answers.append(await self._stateless_answer(request, noting, principal, envelope))
+            return answers[-1]
+
+        body = self._counted(self._answer_events(run), principal)
+        watch = DisconnectWatch(http)
+        watch.start(self._watches)
+        try:
+            first = await anext(body, None)
+        except asyncio.CancelledError:
+            await body.aclose()
+            if watch.cancelled():
+                return Response(status_code=499)  # the client went away; nobody reads this
+            raise
+        finally:
+            watch.stop()
+        if first is None:
+            return plain(503, "Service Unavailable: shutting down")
+        if answers and not told:  # the first frame is the answer itself
+            await body.aclose()
+            return modern_answer(answers[0])
+        return sse_response(_after(first, body))
 
     async def _counted(self, body: AsyncGenerator[bytes], principal: Identity | None) -> AsyncGenerator[bytes]:
         """A stateless stream counts towards its bound while it is being read (not before: one never
@@ -95,3 +131,13 @@ class StatelessPath(HttpPaths):
             return to_wire(await answer(request, self._stateless(request, notify, principal, envelope), log))
         finally:
             unbind_request(bound)
+
+
+async def _after(first: bytes, rest: AsyncGenerator[bytes]) -> AsyncGenerator[bytes]:
+    """A stream whose first chunk has been read already."""
+    try:
+        yield first
+        async for chunk in rest:
+            yield chunk
+    finally:
+        await rest.aclose()
