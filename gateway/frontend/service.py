@@ -35,7 +35,7 @@ from gateway.identity.rate_limits import RateLimits
 from gateway.observability.metrics import Metrics
 from gateway.observability.tracing import tracing
 from gateway.protocol.eras import for_client
-from gateway.protocol.errors import GatewayError, InvalidParams, MethodNotFound, RateLimited
+from gateway.protocol.errors import GatewayError, InvalidCursor, InvalidParams, MethodNotFound, RateLimited
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.models import CompleteParams, PromptGet, parse_params, prompt_get
 from gateway.protocol.modern import (
@@ -320,6 +320,8 @@ class PromptService:
                 if not self.prompts_as_tools:
                     raise MethodNotFound(f"Method not found: {method}")
                 if method == "tools/list":
+                    if (params or {}).get("cursor") is not None:  # one page, no cursor issued: any is invalid
+                        raise InvalidCursor("tools/list is one page")
                     return await self._tools(catalog, viewer)
                 return await self._call_tool(params, viewer=viewer, notify=notify, modern=modern, ask=ask, who=who)
             if not completions:

@@ -84,8 +84,13 @@ class UnknownPrompt(InvalidParams):
     """Also raised for a prompt that policy hides, so that hidden and absent look identical."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"Unknown prompt: {name}")
+        shown = name if len(name) <= MAX_NAME_SHOWN else f"{name[:MAX_NAME_SHOWN]}…"  # (a 200 KB name came back whole)
+        super().__init__(f"Unknown prompt: {shown}")
         self.name = name
+
+
+MAX_NAME_SHOWN = 100
+"""How much of a name an error message repeats (as much as ``tools/call`` does of a tool's)."""
 
 
 class InvalidCursor(InvalidParams):

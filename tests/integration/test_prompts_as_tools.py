@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import mcp.types as t
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from tests.integration.helpers import ListChangedWatcher, demo_upstream, gateway_params, running_gateway, write_config
 
@@ -54,6 +54,12 @@ async def exercise(client: Client) -> None:
     assert denied.content == [t.TextContent(type="text", text="Unknown prompt: writing__proofread")]
     everything = await client.call_tool("list_prompts", {})
     assert "writing__proofread" not in [p["name"] for p in (everything.structured_content or {})["prompts"]]
+    with pytest.raises(MCPError, match="Invalid cursor") as refused:  # one page: no cursor is ours (it was page 1)
+        await client.list_tools(cursor="junk")
+    assert refused.value.error.code == -32602
+    with pytest.raises(MCPError) as unknown:  # an unknown name is repeated up to 100 characters (it came back whole)
+        await client.get_prompt("x" * 5000)
+    assert unknown.value.error.message == f"Unknown prompt: {'x' * 100}…"
 
 
 async def test_prompts_as_tools_over_stdio_and_a_file_change_announces_the_tools(tmp_path: Path) -> None:
