@@ -24,6 +24,7 @@ from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import Rules
 from gateway.config import AuditSettings, LimitsSettings, ServerSettings, TelemetrySettings
+from gateway.frontend.http.messages import HTTP_STATUS_FOR_CODE
 from gateway.frontend.http.server import HttpFrontend
 from gateway.frontend.http.sessions import Ask, Push
 from gateway.frontend.service import KNOWN_METHODS, Hub, Listener, PromptService, Subscription
@@ -72,11 +73,20 @@ hostile_text = (
     | st.text("0123456789\u0663\u06f5\u0967\uff19\u00b2", max_size=8)
 )
 scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | hostile_text
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
 json_values = st.recursive(
     scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(hostile_text, inner, max_size=4),
     max_leaves=12,
-)
+) | st.integers(55, 70).map(nested)  # around the nesting bound, in any field (relayed, one was an internal error)
 ids = (
     st.integers(-(2**63), 2**63)
     | hostile_text
@@ -320,7 +330,7 @@ def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: byte
     spans_all_name_their_method()
 
 
-def http_app() -> tuple[Any, list[ClientSession]]:
+def http_app() -> tuple[Any, list[ClientSession], HttpFrontend]:
     sessions: list[ClientSession] = []
 
     shared = service()
@@ -336,7 +346,7 @@ def http_app() -> tuple[Any, list[ClientSession]]:
         return await shared.modern(request, notify, viewer=VIEWER, who=WHO, envelope=envelope)
 
     frontend = HttpFrontend(ServerSettings(transport="http"), factory, stateless=stateless, max_message_bytes=64 * 1024)
-    return frontend.app(), sessions
+    return frontend.app(), sessions, frontend
 
 
 def answers_in(response: httpx.Response) -> list[Any]:
@@ -352,6 +362,36 @@ def answers_in(response: httpx.Response) -> list[Any]:
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", "Host": "127.0.0.1:1"}
 
 
+def _header_safe(value: Any) -> bool:
+    return isinstance(value, str) and value.isascii() and value.isprintable() and value == value.strip() and value != ""
+
+
+def mirrored_headers(body: bytes) -> dict[str, str]:
+    """The headers a 2026-07-28 client sends beside a request carrying an envelope, mirrored from its body
+    where they can be written as they are."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return {}
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
+    if not _header_safe(version) or not _header_safe(message.get("method")):
+        return {}
+    if (
+        message["method"] == "subscriptions/listen"
+        and isinstance(params, dict)
+        and isinstance(params.get("notifications"), dict)
+    ):
+        return {}  # a valid listen streams until the client leaves: httpx's ASGI transport would wait for its end
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": message["method"]}
+    assert isinstance(params, dict)
+    named = params.get("name", params.get("uri"))
+    if _header_safe(named):
+        headers["Mcp-Name"] = named
+    return headers
+
+
 @FUZZ
 @given(st.lists(frames, min_size=1, max_size=3), header_text | st.just(TRACEPARENT))
 @example([frame.encode() for frame in NON_OBJECT_REF], TRACEPARENT)
@@ -359,20 +399,44 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
     [json.dumps(json.loads(NON_OBJECT_REF[0]) | {"params": {"ref": "x", "_meta": MODERN_ENVELOPE}}).encode()],
     TRACEPARENT,
 )
+@example(
+    [
+        json.dumps(
+            {"jsonrpc": "2.0", "id": 9, "method": method, "params": {**extra, "_meta": {**MODERN_ENVELOPE, **meta}}}
+        ).encode()
+        for method, extra, meta in (
+            ("prompts/get", {"name": "a__p00001"}, {"progressToken": 1}),
+            ("subscriptions/listen", {"notifications": 5}, {}),
+            ("prompts/get", {"name": "a__nope"}, {"progressToken": 2, "x": nested(70)}),
+        )
+    ],
+    TRACEPARENT,
+)
 def test_http_front_end_answers_everything_and_other_sessions_are_unaffected(
     bodies: list[bytes], traceparent: str
 ) -> None:
     async def run() -> None:
-        app, _ = http_app()
+        app, _, frontend = http_app()
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:1") as http:
+        async with (
+            anyio.create_task_group() as housekeeping,  # streamed answers (listen, progress) run in its task group
+            httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:1") as http,
+        ):
+            housekeeping.start_soon(frontend.run_housekeeping, housekeeping)
+            await anyio.wait_all_tasks_blocked()
             init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
             victim = (await http.post("/mcp", json=init, headers=HEADERS)).headers["mcp-session-id"]
             bystander = (await http.post("/mcp", json=init, headers=HEADERS)).headers["mcp-session-id"]
             for body in bodies:
                 hostile = {**HEADERS, "Mcp-Session-Id": victim, "traceparent": traceparent, "baggage": traceparent}
-                response = await http.post("/mcp", content=body, headers=hostile)
-                assert response.status_code in (200, 202, 400, 404, 413), response.status_code
+                mirrored = mirrored_headers(body)  # a 2026-07-28 request reaches its method (else it stops at -32020)
+                response = await http.post("/mcp", content=body, headers={**hostile, **mirrored})
+                assert response.status_code in (200, 202, 400, 404, 413, 429), response.status_code
+                told = answers_in(response)
+                if mirrored and len(told) == 1 and isinstance(told[0], dict):  # an error before any notification
+                    error = told[0].get("error")  # has its status, a stream's too (it was inside a 200 stream)
+                    if isinstance(error, dict) and error.get("code") in HTTP_STATUS_FOR_CODE:
+                        assert response.status_code == HTTP_STATUS_FOR_CODE[error["code"]], (body, response.text)
                 for answer in answers_in(response):
                     for item in answer if isinstance(answer, list) else [answer]:
                         if "method" in item and "id" not in item:  # a notification on an event stream
@@ -383,6 +447,7 @@ def test_http_front_end_answers_everything_and_other_sessions_are_unaffected(
                 answer = await http.post("/mcp", json=listing, headers={**HEADERS, "Mcp-Session-Id": session_id})
                 assert answer.status_code == 200
                 assert len(answer.json()["result"]["prompts"]) == 6  # the first 10, less the 4 the view denies
+            housekeeping.cancel_scope.cancel()
 
     anyio.run(run)
     spans_all_name_their_method()
