@@ -26,7 +26,7 @@ from gateway.catalog.explain import Explanation, Layer, explain_skill
 from gateway.catalog.mounts import Mount
 from gateway.catalog.policy import ALLOW_ALL, Rules, Viewer
 from gateway.catalog.relayed_skills import RelayedSkills, Upstream
-from gateway.protocol.errors import DigestMismatch, InvalidParams
+from gateway.protocol.errors import DigestMismatch, InvalidParams, shown
 from gateway.protocol.models import parse_params
 from gateway.protocol.skills import (
     DIRECTORY_MIME_TYPE,
@@ -234,7 +234,7 @@ class SkillCatalog:
             await relayed.refresh()
         file = self._file_at(uri, viewer)
         if file is None:
-            raise InvalidParams(f"Resource not found: {uri}")
+            raise InvalidParams(f"Resource not found: {shown(uri)}")
         if file.relayed_from is not None and relayed is not None:
             read = await self._read_relayed(relayed, uri, file, viewer, held=held)
             return {"contents": [read], **self._cache(viewer)}

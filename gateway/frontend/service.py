@@ -35,7 +35,7 @@ from gateway.identity.rate_limits import RateLimits
 from gateway.observability.metrics import Metrics
 from gateway.observability.tracing import tracing
 from gateway.protocol.eras import for_client
-from gateway.protocol.errors import GatewayError, InvalidCursor, InvalidParams, MethodNotFound, RateLimited
+from gateway.protocol.errors import GatewayError, InvalidCursor, InvalidParams, MethodNotFound, RateLimited, shown
 from gateway.protocol.jsonrpc import Request
 from gateway.protocol.models import CompleteParams, PromptGet, parse_params, prompt_get
 from gateway.protocol.modern import (
@@ -251,7 +251,7 @@ class PromptService:
             or (method in _SKILLS and not self._catalog().skills.offered)
         ):
             removed = " (removed in 2026-07-28)" if method in _REMOVED_IN_MODERN else ""
-            raise MethodNotFound(f"Method not found: {method}{removed}")
+            raise MethodNotFound(f"Method not found: {shown(method)}{removed}")
         if method == "subscriptions/listen":
             result = await self._listen(request, notify, viewer)
         else:
@@ -318,7 +318,7 @@ class PromptService:
                 )
             if method in _TOOLS:
                 if not self.prompts_as_tools:
-                    raise MethodNotFound(f"Method not found: {method}")
+                    raise MethodNotFound(f"Method not found: {shown(method)}")
                 if method == "tools/list":
                     if (params or {}).get("cursor") is not None:  # one page, no cursor issued: any is invalid
                         raise InvalidCursor("tools/list is one page")

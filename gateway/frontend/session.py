@@ -17,7 +17,7 @@ from gateway.frontend.service import _ALLOWED, SERVER_INFO, PromptService, Sessi
 from gateway.identity.principal import Identity
 from gateway.observability.tracing import RECEIVED_OVER, tracing
 from gateway.protocol.eras import for_client
-from gateway.protocol.errors import InvalidRequest, MethodNotFound
+from gateway.protocol.errors import InvalidRequest, MethodNotFound, shown
 from gateway.protocol.jsonrpc import Notification, Request
 from gateway.protocol.models import InitializeParams, parse_params
 from gateway.protocol.modern import (
@@ -73,7 +73,7 @@ class ClientSession:
                 raise InvalidRequest("Invalid Request: the session is already initialized")
             if method in _ALLOWED["ready"] and self.state == "new":
                 raise InvalidRequest(f"Invalid Request: {method} before initialize")
-            raise MethodNotFound(f"Method not found: {method}")
+            raise MethodNotFound(f"Method not found: {shown(method)}")
         if method == "ping":
             return {}
         if method == "initialize":  # at once, whatever the upstreams do: a listing is what may wait for them

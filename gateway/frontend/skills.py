@@ -16,7 +16,7 @@ from typing import Any
 
 from gateway.catalog.policy import Viewer
 from gateway.catalog.skills import SkillCatalog
-from gateway.protocol.errors import MethodNotFound
+from gateway.protocol.errors import MethodNotFound, shown
 from gateway.protocol.models import parse_params
 from gateway.protocol.skills import (
     DIRECTORY_READ_METHOD,
@@ -60,5 +60,5 @@ async def serve_skills(
     skills: SkillCatalog, method: str, params: dict[str, Any] | None, *, viewer: Viewer | None
 ) -> dict[str, Any]:
     if not skills.offered:
-        raise MethodNotFound(f"Method not found: {method}")
+        raise MethodNotFound(f"Method not found: {shown(method)}")
     return await _HANDLERS[method](skills, params, viewer)

@@ -84,13 +84,17 @@ class UnknownPrompt(InvalidParams):
     """Also raised for a prompt that policy hides, so that hidden and absent look identical."""
 
     def __init__(self, name: str) -> None:
-        shown = name if len(name) <= MAX_NAME_SHOWN else f"{name[:MAX_NAME_SHOWN]}…"  # (a 200 KB name came back whole)
-        super().__init__(f"Unknown prompt: {shown}")
+        super().__init__(f"Unknown prompt: {shown(name)}")
         self.name = name
 
 
 MAX_NAME_SHOWN = 100
-"""How much of a name an error message repeats (as much as ``tools/call`` does of a tool's)."""
+"""How much of a client's name, method or URI an error message repeats (as much as ``tools/call`` does of
+a tool's): a 200 KB name came back whole."""
+
+
+def shown(text: str) -> str:
+    return text if len(text) <= MAX_NAME_SHOWN else f"{text[:MAX_NAME_SHOWN]}…"
 
 
 class InvalidCursor(InvalidParams):

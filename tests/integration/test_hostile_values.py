@@ -384,3 +384,12 @@ async def test_a_2026_request_in_a_batch_is_refused_over_http_and_a_2026_respons
             assert json.loads(await next_data())["id"] == 1
             assert (await http.post(endpoint, content=LISTEN_AND_PING, headers=post)).status_code == 202
             assert_listen_refused_and_ping_answered(json.loads(await next_data()))
+
+
+async def test_an_unknown_method_or_uri_is_repeated_up_to_100_characters(tmp_path: Path) -> None:
+    """An error repeats at most 100 characters of what the client sent (a 60 KB method came back whole)."""
+    async with raw_stdio(config(tmp_path)) as raw:
+        answer = await raw.request(50, "x" * 60_000)
+        assert answer["error"] == {"code": -32601, "message": f"Method not found: {'x' * 100}…"}
+        modern = await raw.request(51, "y" * 60_000, {"_meta": MODERN_META})
+        assert modern["error"]["message"] == f"Method not found: {'y' * 100}…"
