@@ -38,11 +38,12 @@ from gateway.protocol.jsonrpc import (
     encode,
     error_response,
     id_at_edges,
+    of_notification,
     request_id_of,
     to_wire,
 )
 from gateway.protocol.modern import in_batch
-from gateway.transports.base import ExchangingStream, MessageStream, MessageTooLarge
+from gateway.transports.base import EDGE_BYTES, ExchangingStream, MessageStream, MessageTooLarge
 
 NotificationHandler = Callable[[Notification], Awaitable[None]]
 
@@ -267,9 +268,12 @@ class RpcPeer:
             message = decode(frame)
         except GatewayError as exc:
             self._log.warning("malformed_message", error=exc.message, size=len(frame))
+            if answering is None and request_id_of(exc) is None:  # unreadable (nested past any parser's depth):
+                found = id_at_edges(frame[:EDGE_BYTES], frame[-EDGE_BYTES:])  # our request fails now, not at its
+                answering = found[0] if found is not None and found[1] == "response" else None  # time-out
             if answering is not None and (pending := self._pending.get(answering)) is not None:
                 pending.settle(UnusableResponse(answering, f"its answer is not JSON-RPC ({exc.message})"))
-            else:
+            elif not of_notification(exc):
                 await self._answer_error(request_id_of(exc), exc)
             return
         if isinstance(message, Batch):

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.protocol.errors import InvalidParams
+from gateway.protocol.errors import InvalidParams, shown
 from gateway.protocol.meta_keys import TAGS_META_KEY
 
 LIST_TOOL = "list_prompts"
@@ -144,8 +144,8 @@ def parse_call(params: Mapping[str, Any] | None) -> ListCall | GetCall:
     params = params or {}
     tool = params.get("name")
     if tool not in (LIST_TOOL, GET_TOOL):
-        shown = tool[:100] if isinstance(tool, str) else json.dumps(tool, default=str)[:100]
-        raise InvalidParams(f"Unknown tool: {shown} (this gateway's tools are {LIST_TOOL} and {GET_TOOL})")
+        named = tool[:100] if isinstance(tool, str) else json.dumps(tool, default=str)[:100]
+        raise InvalidParams(f"Unknown tool: {named} (this gateway's tools are {LIST_TOOL} and {GET_TOOL})")
     given = params.get("arguments")
     given = {} if given is None else given
     if not isinstance(given, Mapping):
@@ -153,11 +153,11 @@ def parse_call(params: Mapping[str, Any] | None) -> ListCall | GetCall:
     if tool == LIST_TOOL:
         extra = sorted(set(given) - {"query", "tag"})
         if extra:
-            raise ToolInputError(f"{LIST_TOOL} takes query and tag only, not {extra[0]}")
+            raise ToolInputError(f"{LIST_TOOL} takes query and tag only, not {shown(extra[0])}")
         return ListCall(_optional_text(given, "query"), _optional_text(given, "tag"))
     extra = sorted(set(given) - {"name", "arguments"})
     if extra:
-        raise ToolInputError(f"{GET_TOOL} takes name and arguments only, not {extra[0]}")
+        raise ToolInputError(f"{GET_TOOL} takes name and arguments only, not {shown(extra[0])}")
     name = given.get("name")
     if not isinstance(name, str) or not name:
         raise ToolInputError(f"{GET_TOOL} needs the prompt's name (a string); list_prompts gives the names")

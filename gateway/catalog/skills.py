@@ -206,7 +206,7 @@ class SkillCatalog:
         await self._refresh(self.upstream_of(uri))
         found = self._skill_at(uri, viewer)
         if found is None or uri != skill_uri(found[0], found[1].path, SKILL_FILE):
-            raise InvalidParams(f"No skill is served at {uri}")
+            raise InvalidParams(f"No skill is served at {shown(uri)}")
         return {"skill": entry(*found), **self._cache(viewer)}
 
     def _skill_at(self, uri: str, viewer: Viewer | None) -> tuple[str, LocalSkill] | None:
@@ -288,7 +288,7 @@ class SkillCatalog:
         await self._refresh(self.upstream_of(parsed.uri))
         children = self._children(parsed.uri, viewer)
         if children is None:
-            raise InvalidParams(f"{parsed.uri} is not a directory resource")
+            raise InvalidParams(f"{shown(parsed.uri)} is not a directory resource")
         return self._page_of(children, parsed.cursor, "resources", viewer, bound_to="directory " + parsed.uri)
 
     def _children(self, uri: str, viewer: Viewer | None) -> list[dict[str, Any]] | None:

@@ -131,7 +131,8 @@ class UnsupportedVersion(ClientError):
 
     def __init__(self, requested: str, supported: list[str]) -> None:
         super().__init__(
-            f"Unsupported protocol version: {requested!r}", data={"supported": supported, "requested": requested}
+            f"Unsupported protocol version: {shown(requested)!r}",
+            data={"supported": supported, "requested": shown(requested)},
         )
 
 

@@ -24,7 +24,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from gateway.protocol.errors import InvalidParams
+from gateway.protocol.errors import InvalidParams, shown
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -277,12 +277,12 @@ def describe(exc: ValidationError, root: str = "") -> str:
     parts = []
     for error in exc.errors(include_url=False)[:5]:
         loc = error["loc"]
-        shown = [
-            str(p)
+        parts_shown = [
+            shown(str(p))
             for i, p in enumerate(loc)
             if not str(p).startswith("function-") and not (p in _KIND_TAGS and i and loc[i - 1] == "content")
         ]
-        path = ".".join([root] * bool(root) + shown)
+        path = ".".join([root] * bool(root) + parts_shown)
         parts.append(f"{path or '(root)'}: {error['msg']}")
     return "; ".join(parts)
 

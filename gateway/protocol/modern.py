@@ -28,6 +28,7 @@ from gateway.protocol.errors import (
     InvalidParams,
     InvalidRequest,
     UnsupportedVersion,
+    shown,
 )
 from gateway.protocol.jsonrpc import JSON_OBJECT, Batch, Malformed, Request, meta_problem
 from gateway.protocol.versions import MODERN_VERSIONS
@@ -197,13 +198,16 @@ def check_headers(headers: Mapping[str, str], method: str, params: Mapping[str, 
         raise HeaderMismatch("Header mismatch: the MCP-Protocol-Version header is required")
     if stated != version:
         raise HeaderMismatch(
-            f"Header mismatch: MCP-Protocol-Version header {stated!r} does not match _meta version {version!r}"
+            f"Header mismatch: MCP-Protocol-Version header {shown(stated)!r} "
+            f"does not match _meta version {shown(version)!r}"
         )
     stated_method = headers.get("mcp-method")
     if stated_method is None:
         raise HeaderMismatch("Header mismatch: the Mcp-Method header is required")
     if stated_method != method:
-        raise HeaderMismatch(f"Header mismatch: Mcp-Method header {stated_method!r} does not match body {method!r}")
+        raise HeaderMismatch(
+            f"Header mismatch: Mcp-Method header {shown(stated_method)!r} does not match body {shown(method)!r}"
+        )
     field = NAME_BEARING_METHODS.get(method)
     if field is None:
         return
@@ -215,7 +219,7 @@ def check_headers(headers: Mapping[str, str], method: str, params: Mapping[str, 
         raise HeaderMismatch("Header mismatch: the Mcp-Name header is not a valid header value")
     body_value = params.get(field) if isinstance(params, JSON_OBJECT) else None
     if name != body_value:
-        raise HeaderMismatch(f"Header mismatch: Mcp-Name header {name!r} does not match params.{field}")
+        raise HeaderMismatch(f"Header mismatch: Mcp-Name header {shown(name)!r} does not match params.{field}")
 
 
 # ---- what the gateway sends upstream -----------------------------------------------------------

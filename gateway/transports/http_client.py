@@ -64,7 +64,7 @@ def _peek(frame: bytes) -> tuple[Any, str | None, dict[str, Any] | None]:
     """A message's request id (None for a notification), method and params."""
     try:
         message = json.loads(frame)
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested past the standard library's depth: decode refuses it later)
         return None, None, None
     if not isinstance(message, dict) or not isinstance(message.get("method"), str):
         return None, None, None
@@ -74,7 +74,7 @@ def _peek(frame: bytes) -> tuple[Any, str | None, dict[str, Any] | None]:
 
 def _rpc_error_for(body: bytes, request_id: Any) -> bytes | None:
     """The body when it is a JSON-RPC error answering ``request_id`` (a modern server explains its 4xx)."""
-    with suppress(ValueError):
+    with suppress(ValueError, RecursionError):
         message = json.loads(body)
         if isinstance(message, dict) and message.get("id") == request_id and isinstance(message.get("error"), dict):
             return body
@@ -104,7 +104,7 @@ def _frames_of(data: bytes) -> list[bytes]:
     """A JSON body may hold one message or a batch; hand them up one by one."""
     stripped = data.strip()
     if stripped.startswith(b"["):
-        with suppress(ValueError):
+        with suppress(ValueError, RecursionError):
             return [json.dumps(m).encode() for m in json.loads(stripped)]
     return [stripped] if stripped else []
 
@@ -389,7 +389,7 @@ async def _with_token(token: UpstreamToken | None, headers: dict[str, str]) -> d
 
 
 def _answers(data: bytes, request_id: Any) -> bool:
-    with suppress(ValueError):
+    with suppress(ValueError, RecursionError):
         message = json.loads(data)
         return isinstance(message, dict) and message.get("id") == request_id and "method" not in message
     return False

@@ -176,6 +176,7 @@ UPSTREAM_FAULTS = [
     ("bad__surrogate_result", "result.messages[0].content.text contains an unpaired"),
     ("bad__nan_meta", "result._meta.score is not a finite number"),
     ("bad__deep_result", "is nested more than 64 levels deep"),
+    ("bad__deeper_result", "nested too deeply"),  # (it waited for the upstream's time-out)
 ]
 
 
@@ -283,6 +284,7 @@ async def test_a_clients_unrepresentable_values_over_legacy_sse_are_answered_on_
 
 
 NON_OBJECT_REFS = ["x", 1, [], True, "\u0000"]
+MODERN_META_VERSION = "io.modelcontextprotocol/protocolVersion"
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
@@ -393,3 +395,18 @@ async def test_an_unknown_method_or_uri_is_repeated_up_to_100_characters(tmp_pat
         assert answer["error"] == {"code": -32601, "message": f"Method not found: {'x' * 100}…"}
         modern = await raw.request(51, "y" * 60_000, {"_meta": MODERN_META})
         assert modern["error"]["message"] == f"Method not found: {'y' * 100}…"
+        long_key = await raw.request(52, "prompts/get", {"name": "writing__proofread", "arguments": {"k" * 60_000: 1}})
+        assert long_key["error"]["code"] == -32602
+        assert len(long_key["error"]["message"]) < 300, len(long_key["error"]["message"])
+        future = await raw.request(53, "prompts/list", {"_meta": {**MODERN_META, MODERN_META_VERSION: "9" * 100_000}})
+        assert future["error"]["code"] == -32022
+        assert len(json.dumps(future["error"])) < 500  # (the version was repeated twice: 200 KB)
+
+
+async def test_a_notification_refused_for_its_params_is_not_answered(tmp_path: Path) -> None:
+    """JSON-RPC never answers a notification: one with params nested too deeply, or holding a lone
+    surrogate, is logged and dropped (it was answered with an error under id null)."""
+    async with raw_stdio(config(tmp_path)) as raw:
+        await raw.send(b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"x":' + nested(80) + b"}}")
+        await raw.send(rb'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"\udfff"}}')
+        assert await raw.request(60, "ping") == {"jsonrpc": "2.0", "id": 60, "result": {}}

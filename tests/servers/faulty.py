@@ -45,6 +45,7 @@ PROMPTS = [
     "surrogate_progress",
     "forge_progress",
     "deep_result",
+    "deeper_result",
 ]
 write_lock = threading.Lock()
 waiting: dict[Any, threading.Event] = {}
@@ -119,6 +120,17 @@ def get_prompt(request_id: Any, params: dict[str, Any]) -> None:
         for _ in range(300):
             deep = {"a": deep}
         reply(request_id, {**text("fine text"), "_meta": {"deep": deep}})
+    elif name == "deeper_result":  # past what any JSON parser here reads (orjson 1,024, the standard library ~1,000)
+        depth = 5000
+        send_raw(
+            b'{"jsonrpc":"2.0","id":'
+            + json.dumps(request_id).encode()
+            + b',"result":{"messages":[],"_meta":{"d":'
+            + b'{"a":' * depth
+            + b"1"
+            + b"}" * depth
+            + b"}}}"
+        )
     elif name == "surrogate_request":
         send({"jsonrpc": "2.0", "id": "\ud800", "method": "roots/list"})
         send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "\ud800"}})

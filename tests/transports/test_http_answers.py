@@ -64,3 +64,34 @@ async def test_an_answer_within_the_bound_is_read_and_one_past_it_is_refused(pat
             else:
                 assert answer["id"] == request_id
                 assert "over the message size limit (4096 bytes)" in answer["error"]["message"]
+
+
+def _deep_answer(request_id: object) -> bytes:
+    depth = 5000  # past what the standard library reads (its recursion ends near 1,000)
+    head = b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":{"d":'
+    return head + b'{"a":' * depth + b"1" + b"}" * depth + b"}}"
+
+
+async def _deep(request: Request) -> Response:
+    asked = json.loads(await request.body())
+    if asked["params"]["sse"]:
+        return Response(b"event: message\ndata: " + _deep_answer(asked["id"]) + b"\n\n", media_type="text/event-stream")
+    return Response(_deep_answer(asked["id"]), media_type="application/json")
+
+
+@pytest.mark.parametrize("sse", [False, True])
+async def test_an_answer_nested_past_any_parsers_depth_is_handed_up_not_raised(sse: bool) -> None:
+    """The transport's own looks at an answer (its id, whether it is an error) ended in a RecursionError:
+    the request failed as an internal error with a traceback. It is handed up; decoding refuses it."""
+    async with (
+        serving(Starlette(routes=[Route("/deep", _deep, methods=["POST"])])) as port,
+        open_streamable_http(
+            f"http://127.0.0.1:{port}/deep", HttpOptions(proxy="none"), max_message_bytes=1 << 20
+        ) as stream,
+    ):
+        frame = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "x", "params": {"sse": sse}}).encode()
+        with anyio.fail_after(10):
+            answer = await stream.exchange(frame, 3, "x", {"sse": sse})
+            if answer is None:  # an event stream's answer arrives as any frame of the stream does
+                answer = await stream.receive()
+        assert answer.startswith(b'{"jsonrpc":"2.0","id":3,"result":{"d":{"a":'), answer[:200]
