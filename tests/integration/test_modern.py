@@ -452,3 +452,24 @@ async def test_a_server_pinning_its_era_on_the_request_after_the_probe_is_held_m
         listen = await gateway.wait_for_event(("upstream_listening", "upstream_listen_refused"), upstream="pin")
         assert listen["event"] == "upstream_listening"
         assert listen["prompts_list_changed"] is True
+
+
+async def test_the_sdks_2026_client_asking_for_progress_gets_a_stream_or_a_json_answer(tmp_path: Path) -> None:
+    """The official client, asking for progress: progress then the result where the upstream sends any,
+    and a plain JSON answer where it sends none (answered before any notification)."""
+    from tests.integration.test_faults import get_with_progress
+
+    config = write_config(
+        tmp_path / "c.toml", [sdk_upstream("rich", "rich"), sdk_upstream("bad", "faulty")], server=HTTP
+    )
+    async with (
+        running_gateway(config) as gateway,
+        Client(f"{gateway.url}/mcp", mode="2026-07-28", cache=None) as client,
+    ):
+        assert "bad__progress" in {prompt.name for prompt in (await client.list_prompts()).prompts}
+        result, progress = await get_with_progress(client, "bad__progress")
+        assert progress == [(1.0, 2.0), (2.0, 2.0)]
+        assert isinstance(result.messages[0].content, t.TextContent)
+        result, progress = await get_with_progress(client, "rich__voice")
+        assert progress == []
+        assert isinstance(result.messages[0].content, t.AudioContent)
