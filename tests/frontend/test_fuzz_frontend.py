@@ -293,11 +293,14 @@ NON_OBJECT_REF = [  # a completion whose ref is no object was an internal error:
 
 
 @FUZZ
-@given(frames)
-@example(NON_OBJECT_REF[0].encode())
-@example(NON_OBJECT_REF[1].encode())
-@example(NON_OBJECT_REF[4].encode())
-def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: bytes) -> None:
+@given(frames, st.sampled_from(["2025-11-25", "2025-03-26", "2024-11-05", None]))
+@example(NON_OBJECT_REF[0].encode(), "2025-11-25")
+@example(NON_OBJECT_REF[1].encode(), "2025-11-25")
+@example(NON_OBJECT_REF[4].encode(), "2025-11-25")
+def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: bytes, version: str | None) -> None:
+    """Every frame, in a session of each handshake revision (2025-03-26's batches among them) and before
+    any ``initialize`` (None)."""
+
     async def run() -> None:
         ours, theirs = memory_frame_pair()
         session = ClientSession(service(), on_list_changed=lambda: None, viewer=VIEWER, who=WHO)
@@ -306,10 +309,11 @@ def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: byte
         )
         async with anyio.create_task_group() as tg:
             tg.start_soon(peer.run)
-            await theirs.send(
-                json.dumps({"jsonrpc": "2.0", "id": "init-probe", "method": "initialize", "params": INIT}).encode()
-            )
-            assert json.loads(await theirs.receive())["id"] == "init-probe"
+            if version is not None:
+                init = {"jsonrpc": "2.0", "id": "init-probe", "method": "initialize", "params": INIT}
+                init["params"] = {**INIT, "protocolVersion": version}
+                await theirs.send(json.dumps(init).encode())
+                assert json.loads(await theirs.receive())["result"]["protocolVersion"] == version
             await theirs.send(frame)
             await theirs.send(b'{"jsonrpc":"2.0","id":"alive-probe","method":"ping"}')
             expected = identifiable_request_ids(frame) - {"init-probe", "alive-probe"}
