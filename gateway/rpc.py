@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup
 from gateway.deadlines import Deadlines
 from gateway.inbound import Admitted, InboundRequests, RequestHandler
 from gateway.inbound import Notify as Notify
-from gateway.protocol.errors import INTERNAL_ERROR, GatewayError, InvalidRequest, MethodNotFound
+from gateway.protocol.errors import INTERNAL_ERROR, GatewayError, InvalidRequest, MethodNotFound, ParseError
 from gateway.protocol.jsonrpc import (
     Batch,
     ErrorResponse,
@@ -268,13 +268,15 @@ class RpcPeer:
             message = decode(frame)
         except GatewayError as exc:
             self._log.warning("malformed_message", error=exc.message, size=len(frame))
-            if answering is None and request_id_of(exc) is None:  # unreadable (nested past any parser's depth):
-                found = id_at_edges(frame[:EDGE_BYTES], frame[-EDGE_BYTES:])  # our request fails now, not at its
-                answering = found[0] if found is not None and found[1] == "response" else None  # time-out
+            request_id = request_id_of(exc)
+            if answering is None and isinstance(exc, ParseError):  # unreadable (nested past any parser's depth):
+                found = id_at_edges(frame[:EDGE_BYTES], frame[-EDGE_BYTES:])  # by its id, our request fails now
+                if found is not None:  # (not at its time-out), and the peer's is answered under its own
+                    answering, request_id = (found[0], None) if found[1] == "response" else (None, found[0])
             if answering is not None and (pending := self._pending.get(answering)) is not None:
                 pending.settle(UnusableResponse(answering, f"its answer is not JSON-RPC ({exc.message})"))
             elif not of_notification(exc):
-                await self._answer_error(request_id_of(exc), exc)
+                await self._answer_error(request_id, exc)
             return
         if isinstance(message, Batch):
             await self._dispatch_batch(message)
@@ -333,8 +335,10 @@ class RpcPeer:
         answers: list[dict[str, Any]] = []
         async with anyio.create_task_group() as tg:
             for item in batch.items:
-                if isinstance(item, Malformed):
+                if isinstance(item, Malformed) and not of_notification(item.error):  # (a notification: never)
                     answers.append(to_wire(error_response(item.id, item.error)))
+                elif isinstance(item, Malformed):
+                    continue
                 elif isinstance(item, Request):
                     tg.start_soon(self._collect, item, answers)
                 else:

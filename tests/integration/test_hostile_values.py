@@ -365,6 +365,11 @@ async def test_a_2026_request_in_a_batch_is_refused_over_http_and_a_2026_respons
         response = await http.post("/mcp", content=LISTEN_AND_PING, headers=headers)
         assert response.status_code == 200
         assert_listen_refused_and_ping_answered(response.json())
+        bad = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"x":' + nested(80) + b"}}"
+        response = await http.post(
+            "/mcp", content=b"[" + bad + b',{"jsonrpc":"2.0","id":62,"method":"ping"}]', headers=headers
+        )
+        assert response.json() == [{"jsonrpc": "2.0", "id": 62, "result": {}}]  # a notification is never answered
         # a response posted as 2026-07-28: told so (it was told its supported version was unsupported)
         answer = {"jsonrpc": "2.0", "id": 1, "result": {}}
         response = await http.post("/mcp", json=answer, headers={"MCP-Protocol-Version": "2026-07-28"})
@@ -410,3 +415,16 @@ async def test_a_notification_refused_for_its_params_is_not_answered(tmp_path: P
         await raw.send(b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"x":' + nested(80) + b"}}")
         await raw.send(rb'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"\udfff"}}')
         assert await raw.request(60, "ping") == {"jsonrpc": "2.0", "id": 60, "result": {}}
+        bad = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"x":' + nested(80) + b"}}"
+        await raw.send(b"[" + bad + b',{"jsonrpc":"2.0","id":61,"method":"ping"}]')  # in a batch neither
+        assert await raw.answer_batch() == [{"jsonrpc": "2.0", "id": 61, "result": {}}]
+
+
+async def test_a_request_nested_past_any_parsers_depth_is_answered_under_its_id(tmp_path: Path) -> None:
+    """Unreadable (orjson reads 1,024 levels, the standard library about 1,000), but its id is at its start."""
+    async with raw_stdio(config(tmp_path)) as raw:
+        await raw.send(
+            b'{"jsonrpc":"2.0","id":"req-9","method":"ping","params":{"a":' + b"[" * 3000 + b"]" * 3000 + b"}}"
+        )
+        answer = await raw.answer()
+        assert (answer["id"], answer["error"]["code"]) == ("req-9", -32700), answer

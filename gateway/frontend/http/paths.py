@@ -48,6 +48,7 @@ from gateway.protocol.jsonrpc import (
     decode,
     dumps,
     encode,
+    of_notification,
     request_id_of,
     to_wire,
 )
@@ -172,8 +173,10 @@ class HttpPaths:
 
         async with anyio.create_task_group() as tg:
             for item in items:
-                if isinstance(item, Malformed):
+                if isinstance(item, Malformed) and not of_notification(item.error):  # (a notification: never)
                     answers.append(error_body(item.error, item.id))
+                elif isinstance(item, Malformed):
+                    continue
                 elif isinstance(item, Request):
                     tg.start_soon(serve, item)
                 elif isinstance(item, Notification):
