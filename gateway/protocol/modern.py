@@ -136,6 +136,13 @@ def stated_version(params: Mapping[str, Any] | None) -> str | None:
     return version[:32] if isinstance(version, str) else None
 
 
+def _differing_late(first: Any, second: Any) -> str:
+    """What to add where two values cut for an error message read alike but differ further on."""
+    if isinstance(first, str) and isinstance(second, str) and shown(first) == shown(second):
+        return " (they differ after their first 100 characters)"
+    return ""
+
+
 def check_version(envelope: Envelope) -> None:
     if envelope.version not in MODERN_VERSIONS:
         raise UnsupportedVersion(envelope.version, supported_versions())
@@ -199,7 +206,7 @@ def check_headers(headers: Mapping[str, str], method: str, params: Mapping[str, 
     if stated != version:
         raise HeaderMismatch(
             f"Header mismatch: MCP-Protocol-Version header {shown(stated)!r} "
-            f"does not match _meta version {shown(version)!r}"
+            f"does not match _meta version {shown(version)!r}{_differing_late(stated, version)}"
         )
     stated_method = headers.get("mcp-method")
     if stated_method is None:
@@ -207,6 +214,7 @@ def check_headers(headers: Mapping[str, str], method: str, params: Mapping[str, 
     if stated_method != method:
         raise HeaderMismatch(
             f"Header mismatch: Mcp-Method header {shown(stated_method)!r} does not match body {shown(method)!r}"
+            f"{_differing_late(stated_method, method)}"
         )
     field = NAME_BEARING_METHODS.get(method)
     if field is None:

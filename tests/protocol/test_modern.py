@@ -155,3 +155,15 @@ def test_envelopes_are_rewritten_for_the_server_era() -> None:
 def test_a_value_with_a_trailing_line_break_is_not_a_header_value() -> None:
     assert decode_header_value("abc\n") is None
     assert decode_header_value("=?base64?YQ==?=\n") is None
+
+
+def test_a_mismatch_between_long_values_is_cut_and_says_when_the_cut_hides_the_difference() -> None:
+    stated, body = "x/" + "a" * 120 + "B", "x/" + "a" * 120 + "C"
+    headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": stated}
+    with pytest.raises(HeaderMismatch) as told:
+        check_headers(headers, body, {}, "2026-07-28")
+    assert len(told.value.message) < 400  # (a 60 KB method came back whole)
+    assert told.value.message.endswith("(they differ after their first 100 characters)")
+    with pytest.raises(HeaderMismatch) as plain:
+        check_headers({**headers, "mcp-method": "prompts/list"}, "prompts/get", {}, "2026-07-28")
+    assert "differ after" not in plain.value.message
