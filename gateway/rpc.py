@@ -335,10 +335,9 @@ class RpcPeer:
         answers: list[dict[str, Any]] = []
         async with anyio.create_task_group() as tg:
             for item in batch.items:
-                if isinstance(item, Malformed) and not of_notification(item.error):  # (a notification: never)
-                    answers.append(to_wire(error_response(item.id, item.error)))
-                elif isinstance(item, Malformed):
-                    continue
+                if isinstance(item, Malformed):
+                    if not of_notification(item.error):  # (a notification is never answered)
+                        answers.append(to_wire(error_response(item.id, item.error)))
                 elif isinstance(item, Request):
                     tg.start_soon(self._collect, item, answers)
                 else:

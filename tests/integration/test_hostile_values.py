@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,15 @@ async def raw_stdio(config_path: Path) -> AsyncIterator[RawStdio]:
                 await process.wait()
 
 
+async def next_event_data(lines: AsyncIterator[str]) -> str:
+    """The data of the next event on a legacy SSE stream."""
+    with anyio.fail_after(20):
+        async for line in lines:
+            if line.startswith("data: "):
+                return line[6:]
+    raise AssertionError("stream ended")
+
+
 def text_of(answer: dict[str, Any]) -> str:
     return answer["result"]["messages"][0]["content"]["text"]  # type: ignore[no-any-return]
 
@@ -257,14 +267,7 @@ async def test_a_clients_unrepresentable_values_over_legacy_sse_are_answered_on_
         http.stream("GET", "/sse", headers={"Accept": "text/event-stream"}) as stream,
     ):
         lines = stream.aiter_lines()
-
-        async def next_data() -> str:
-            with anyio.fail_after(20):
-                async for line in lines:
-                    if line.startswith("data: "):
-                        return line[6:]
-            raise AssertionError("stream ended")
-
+        next_data = partial(next_event_data, lines)
         endpoint = await next_data()
         post_headers = {"Content-Type": "application/json"}
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
@@ -376,15 +379,7 @@ async def test_a_2026_request_in_a_batch_is_refused_over_http_and_a_2026_respons
         assert response.status_code == 400
         assert "2026-07-28 clients send no JSON-RPC responses" in response.json()["error"]["message"]
         async with http.stream("GET", "/sse", headers={"Accept": "text/event-stream"}) as stream:  # legacy HTTP+SSE
-            lines = stream.aiter_lines()
-
-            async def next_data() -> str:
-                with anyio.fail_after(20):
-                    async for line in lines:
-                        if line.startswith("data: "):
-                            return line[6:]
-                raise AssertionError("stream ended")
-
+            next_data = partial(next_event_data, stream.aiter_lines())
             endpoint = await next_data()
             post = {"Content-Type": "application/json"}
             await http.post(endpoint, json={**init, "params": {**INIT, "protocolVersion": "2024-11-05"}}, headers=post)

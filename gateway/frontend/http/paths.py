@@ -173,10 +173,9 @@ class HttpPaths:
 
         async with anyio.create_task_group() as tg:
             for item in items:
-                if isinstance(item, Malformed) and not of_notification(item.error):  # (a notification: never)
-                    answers.append(error_body(item.error, item.id))
-                elif isinstance(item, Malformed):
-                    continue
+                if isinstance(item, Malformed):
+                    if not of_notification(item.error):  # (a notification is never answered)
+                        answers.append(error_body(item.error, item.id))
                 elif isinstance(item, Request):
                     tg.start_soon(serve, item)
                 elif isinstance(item, Notification):
