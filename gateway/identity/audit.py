@@ -25,7 +25,7 @@ import structlog
 
 from gateway.config import AuditSettings
 from gateway.identity.principal import ANONYMOUS, Identity
-from gateway.observability.logs import STANDARD_KEYS, info_direct, json_text
+from gateway.observability.logs import STANDARD_KEYS, info_after_answer, json_text
 from gateway.protocol.errors import SAID_BY_THE_GATEWAY, DigestMismatch, RateLimited, UpstreamRejected
 from gateway.protocol.jsonrpc import JSON_OBJECT
 
@@ -153,8 +153,10 @@ class AuditTrail:
                 self._waiting.set()
                 self._waiting = None
         if self._file is None:
-            # every key but argument_values is the gateway's own: a line without it needs no redaction
-            if not info_direct("audit", event, OWN_KEYS if "argument_values" in event else None):
+            # every key but argument_values is the gateway's own: a line without it needs no redaction. The
+            # line is made once the answer is out (the log is written in batches anyway); to a file of
+            # its own it is written before the answer, so the file has it when the client has the answer
+            if not info_after_answer("audit", event, OWN_KEYS if "argument_values" in event else None):
                 log.info("audit", **event)
             return
         line = {"event": "audit", "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **event}

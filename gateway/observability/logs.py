@@ -19,6 +19,8 @@ from typing import Any, BinaryIO
 import orjson
 import structlog
 
+from gateway.observability.after_answer import later
+
 REDACTED = "[redacted]"
 _SECRET_KEYS = frozenset({
     "token", "tokens", "authorization", "cursor_secret", "cursor_secrets", "secret", "secrets", "password",
@@ -174,14 +176,37 @@ def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] | No
     direct = _direct
     if direct is None or structlog.get_config()["processors"] is not direct[0]:
         return False
-    if not direct[2]:
-        return True  # filtered out, as the chain's logger would
-    fields["event"] = event
-    merge_request_context(None, "info", fields)
-    fields["level"] = "info"
-    fields["timestamp"] = iso_utc(time.time_ns())
-    direct[1].msg(json_line(fields if trusted is None else _redact(fields, trusted)))
+    if direct[2]:  # (else filtered out, as the chain's logger would)
+        _write_line(direct[1], event, fields, trusted, REQUEST_CONTEXT.get(), time.time_ns())
     return True
+
+
+def info_after_answer(event: str, fields: dict[str, Any], trusted: frozenset[str] | None = frozenset()) -> bool:
+    """:func:`info_direct`, the line made once the request's answer is out (``after_answer``): its time
+    and the request's context are taken now, so it says what it would have said."""
+    direct = _direct
+    if direct is None or structlog.get_config()["processors"] is not direct[0]:
+        return False
+    if direct[2]:
+        later(_write_line, direct[1], event, fields, trusted, REQUEST_CONTEXT.get(), time.time_ns())
+    return True
+
+
+def _write_line(
+    output: BatchedLogger,
+    event: str,
+    fields: dict[str, Any],
+    trusted: frozenset[str] | None,
+    request: Mapping[str, Any] | None,
+    at_ns: int,
+) -> None:
+    fields["event"] = event
+    if request is not None:
+        for key, value in request.items():
+            fields.setdefault(key, value)
+    fields["level"] = "info"
+    fields["timestamp"] = iso_utc(at_ns)
+    output.msg(json_line(fields if trusted is None else _redact(fields, trusted)))
 
 
 def configure_logging(level: str = "info", *, json: bool | None = None) -> None:

@@ -22,6 +22,8 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.observability.after_answer import later
+
 STATES = ("starting", "ready", "backing-off", "failed", "stopped")
 
 
@@ -165,7 +167,7 @@ class _Observed:
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         outcome = "ok" if exc is None or not isinstance(exc, Exception) else outcome_of(getattr(exc, "code", -32603))
-        self._metrics._observed(self._method, outcome, time.perf_counter() - self._started)
+        later(self._metrics._observed, self._method, outcome, time.perf_counter() - self._started)
 
 
 def outcome_of(code: object) -> str:
