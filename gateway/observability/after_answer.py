@@ -33,8 +33,7 @@ def later(work: Callable[..., None], *args: Any) -> None:
     global _scheduled_on
     try:
         loop = asyncio.get_running_loop()
-    except RuntimeError:
-        run_pending()
+    except RuntimeError:  # (not the loop's thread: what waits is the loop's to run)
         work(*args)
         return
     _pending.append((work, args))
