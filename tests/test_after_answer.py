@@ -8,6 +8,7 @@ import datetime
 import io
 import json
 import sys
+import threading
 import time
 
 import pytest
@@ -69,7 +70,7 @@ async def test_work_runs_in_order_and_one_failing_stops_none_of_the_rest() -> No
     later(done.set)
     await asyncio.wait_for(done.wait(), 10)
     assert order == [1, 2]
-    assert after_answer._pending == []
+    assert asyncio.get_running_loop() not in after_answer._pending
 
 
 @pytest.mark.anyio
@@ -108,3 +109,82 @@ async def test_the_audit_line_made_after_the_answer_says_what_it_would_have_said
     assert line["prompt"] == "team__deploy"
     stamped = datetime.datetime.fromisoformat(line["timestamp"]).timestamp()
     assert began - 1e-3 <= stamped <= ended + 1e-3  # taken when the request ended (to the microsecond)
+
+
+@pytest.mark.anyio
+async def test_a_failure_is_logged_as_no_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The work of several requests runs in one callback: what it logs is not the first request's."""
+    written = io.BytesIO()
+    monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(written, write_through=True))
+    configure_logging("info", json=True)
+    done = asyncio.Event()
+
+    def fails() -> None:
+        raise RuntimeError("broken bookkeeping")
+
+    try:
+        from gateway.observability import logs
+
+        assert logs._direct is not None
+        bound = bind_request(1, "prompts/get")
+        later(lambda: None)  # the first request's work schedules the run
+        unbind_request(bound)
+        bound = bind_request(2, "prompts/get")
+        later(fails)
+        later(done.set)
+        unbind_request(bound)
+        await asyncio.wait_for(done.wait(), 10)
+        logs._direct[1].flush()
+    finally:
+        structlog.reset_defaults()
+    failed = [json.loads(line) for line in written.getvalue().splitlines() if b"bookkeeping_failed" in line]
+    assert len(failed) == 1
+    assert "request_id" not in failed[0]
+    assert "broken bookkeeping" in failed[0]["exception"]
+
+
+def test_after_an_interrupt_the_rest_runs_next() -> None:
+    loop = asyncio.new_event_loop()
+    done: list[str] = []
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    try:
+        after_answer._pending[loop] = [(done.append, ("before",)), (interrupted, ()), (done.append, ("after",))]
+        with pytest.raises(KeyboardInterrupt):
+            after_answer.run_pending(loop)
+        assert done == ["before"]
+        loop.run_until_complete(asyncio.sleep(0))  # the loop's next step
+        assert done == ["before", "after"]
+        assert loop not in after_answer._pending
+    finally:
+        loop.close()
+
+
+def test_each_loop_runs_its_own_work_on_its_own_thread() -> None:
+    """Two loops in two threads (an embedding application, a test client beside a test's loop): each
+    request's bookkeeping runs on the thread of the loop that served it."""
+    ran_on: dict[str, list[int]] = {"a": [], "b": []}
+    serving_thread: dict[str, int] = {}
+    both_queued = threading.Barrier(2)
+
+    def serve(name: str) -> None:
+        async def main() -> None:
+            serving_thread[name] = threading.get_ident()
+            done = asyncio.Event()
+            for _ in range(100):
+                later(lambda: ran_on[name].append(threading.get_ident()))
+            later(done.set)
+            both_queued.wait(10)  # (blocking this loop on purpose: the other has queued its work too)
+            await asyncio.wait_for(done.wait(), 10)
+
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=serve, args=(name,)) for name in ran_on]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    for name, idents in ran_on.items():
+        assert idents == [serving_thread[name]] * 100

@@ -124,7 +124,7 @@ def test_the_audit_line_written_directly_is_the_line_the_chain_would_write(monke
         written = io.BytesIO()
         monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(written, write_through=True))
         configure_logging("info", json=True)
-        if not direct:  # the chain's path: what info_direct answers for when the config is ours
+        if not direct:  # the chain's path: what info_after_answer answers for when the config is ours
             monkeypatch.setattr("gateway.observability.logs._direct", None)
             # a fresh logger: the module's caches the output it first wrote to (an earlier case's)
             monkeypatch.setattr("gateway.identity.audit.log", structlog.get_logger("gateway.audit"))

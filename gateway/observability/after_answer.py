@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextvars
 from collections.abc import Callable
 from typing import Any
 
@@ -24,35 +25,47 @@ import structlog
 
 log = structlog.get_logger("gateway.observability")
 
-_pending: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
-_scheduled_on: asyncio.AbstractEventLoop | None = None  # the loop a run is scheduled on
+_Work = tuple[Callable[..., None], tuple[Any, ...]]
+_pending: dict[asyncio.AbstractEventLoop, list[_Work]] = {}
+"""What waits, by the loop it was handed over on (each loop runs its own: what runs on a loop needs no
+lock); a loop's entry lives from its first work until that work has run."""
 
 
 def later(work: Callable[..., None], *args: Any) -> None:
     """Run ``work(*args)`` once the current loop step is over (see the module's docstring)."""
-    global _scheduled_on
     try:
         loop = asyncio.get_running_loop()
-    except RuntimeError:  # (not the loop's thread: what waits is the loop's to run)
+    except RuntimeError:  # (not a loop's thread: done at once)
         work(*args)
         return
-    _pending.append((work, args))
-    if _scheduled_on is not loop:  # (a run scheduled on a loop that has since ended never happens)
-        _scheduled_on = loop
-        loop.call_soon(run_pending)
+    waiting = _pending.get(loop)
+    if waiting is None:
+        waiting = _pending[loop] = []
+        # in a context of its own: what it logs is no request's (the first request's, else)
+        loop.call_soon(run_pending, loop, context=contextvars.Context())
+    waiting.append((work, args))
 
 
-def run_pending() -> None:
-    """Do what waits, in the order it was handed over; one failing does not stop the rest."""
-    global _pending, _scheduled_on
-    _scheduled_on = None
-    while _pending:
-        batch, _pending = _pending, []
-        for work, args in batch:
-            try:
-                work(*args)
-            except Exception:
-                log.exception("bookkeeping_failed", work=getattr(work, "__qualname__", repr(work)))
+def run_pending(loop: asyncio.AbstractEventLoop) -> None:
+    """Do what waits for ``loop``, in the order it was handed over; one failing does not stop the rest."""
+    batch = _pending.pop(loop, [])
+    for done, (work, args) in enumerate(batch, 1):
+        try:
+            work(*args)
+        except Exception:
+            log.exception("bookkeeping_failed", work=getattr(work, "__qualname__", repr(work)))
+        except BaseException:  # (an interrupt): what is left runs next, or at exit
+            waiting = _pending.get(loop)
+            if waiting is None:
+                waiting = _pending[loop] = []
+                if not loop.is_closed():
+                    loop.call_soon(run_pending, loop, context=contextvars.Context())
+            waiting[:0] = batch[done:]
+            raise
 
 
-atexit.register(run_pending)
+@atexit.register
+def _at_exit() -> None:
+    """What a loop that ended before running it left (a loop stopped and closed outright)."""
+    for loop in list(_pending):
+        run_pending(loop)

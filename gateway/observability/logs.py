@@ -143,7 +143,7 @@ class BatchedLogger:
 
 _direct: tuple[list[Any], BatchedLogger, bool] | None = None
 """Set while the log is our JSON lines: the processors configured, their output, whether ``info`` is
-logged. :func:`info_direct` writes through it."""
+logged. :func:`info_after_answer` writes through it."""
 _UTC = datetime.UTC
 STANDARD_KEYS = frozenset({"event", "level", "timestamp", "request_id", "method"})
 """The keys every line has or the request's context adds: the gateway's own, and never an object."""
@@ -163,27 +163,17 @@ def iso_utc(time_ns: int) -> str:
     return f"{prefix}.{micro:06d}Z" if micro else f"{prefix}Z"
 
 
-def info_direct(event: str, fields: dict[str, Any], trusted: frozenset[str] | None = frozenset()) -> bool:
+def info_after_answer(event: str, fields: dict[str, Any], trusted: frozenset[str] | None = frozenset()) -> bool:
     """Log one ``info`` event as the processor chain would render it (the same keys in the same order: the
     fields, ``event``, the bound context variables, ``level``, ``timestamp``; secrets redacted), without
-    going through structlog's logger and chain: the audit logs one per ``prompts/get``, and the chain's
-    own work was most of that line's cost. Of the context, the request's is merged (``bind_request``):
+    going through structlog's logger and chain, and once the request's answer is out (``after_answer``):
+    the audit logs one per ``prompts/get``, and the chain's own work was most of that line's cost. Its
+    time and the request's context (``bind_request``) are taken now, so it says what it would have said;
     structlog's own context variables, which the gateway does not use, are left to the chain. False
     (nothing logged) when the log is not our JSON lines (a terminal, a test's capture): the caller logs
     the ordinary way then. ``trusted``: fields whose values the caller made and that hold no secret
     (redaction skips them: the audit's fixed keys, with ``STANDARD_KEYS``); None when every field is.
     The line is made in ``fields`` (the caller gives it up: its keys come first, as in the chain's)."""
-    direct = _direct
-    if direct is None or structlog.get_config()["processors"] is not direct[0]:
-        return False
-    if direct[2]:  # (else filtered out, as the chain's logger would)
-        _write_line(direct[1], event, fields, trusted, REQUEST_CONTEXT.get(), time.time_ns())
-    return True
-
-
-def info_after_answer(event: str, fields: dict[str, Any], trusted: frozenset[str] | None = frozenset()) -> bool:
-    """:func:`info_direct`, the line made once the request's answer is out (``after_answer``): its time
-    and the request's context are taken now, so it says what it would have said."""
     direct = _direct
     if direct is None or structlog.get_config()["processors"] is not direct[0]:
         return False
