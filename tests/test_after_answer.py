@@ -117,6 +117,8 @@ async def test_a_failure_is_logged_as_no_requests(monkeypatch: pytest.MonkeyPatc
     written = io.BytesIO()
     monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(written, write_through=True))
     configure_logging("info", json=True)
+    # a fresh logger: the module's caches the output it first wrote to (an earlier test's stderr)
+    monkeypatch.setattr(after_answer, "log", structlog.get_logger("gateway.observability"))
     done = asyncio.Event()
 
     def fails() -> None:
