@@ -1,13 +1,15 @@
 """Bookkeeping that need not be on a request's path, run right after the answer has been written.
 
 A request's audit line and its count and time for ``/metrics`` are known before its answer is sent, but
-nothing the client waits for depends on them. Work handed to :func:`later` runs as the event loop's
-next callback: after the step that wrote the answer (a relayed request's answer is written in the step
-that receives the upstream's, with no wait between), before any task the loop starts or wakes for what
+nothing the client waits for depends on them. Work handed to :func:`later` runs as the event loop's next
+callback: after the step that wrote the answer (a relayed request's task writes it in the step in which
+it resumes with the upstream's, with no wait between), before any task the loop starts or wakes for what
 it reads next, so whatever the process serves next (another request, a ``/metrics`` scrape) sees it
 done. At one request in flight the line and the count delayed the answer by about 0.03 ms when made
-before it (docs/performance.md, round 9): code run once a request, on caches the other processes have
-had in between. The work of all requests answered in one step of the loop runs in one callback.
+before it (docs/performance.md, round 10): code run once a request, on caches the other processes have
+had in between. The work of all requests answered in one step of the loop runs in one callback. Where
+another task writes the answer (a batch, a streamed answer, stdout to a file through a thread), the
+work runs before that write, as it did before.
 
 Outside a running loop (start, shutdown, a worker thread), and for what is still waiting when the process
 exits, the work is done at once.
