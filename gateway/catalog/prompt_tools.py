@@ -144,7 +144,7 @@ def parse_call(params: Mapping[str, Any] | None) -> ListCall | GetCall:
     params = params or {}
     tool = params.get("name")
     if tool not in (LIST_TOOL, GET_TOOL):
-        named = tool[:100] if isinstance(tool, str) else json.dumps(tool, default=str)[:100]
+        named = shown(tool if isinstance(tool, str) else json.dumps(tool, default=str))
         raise InvalidParams(f"Unknown tool: {named} (this gateway's tools are {LIST_TOOL} and {GET_TOOL})")
     given = params.get("arguments")
     given = {} if given is None else given

@@ -40,12 +40,18 @@ def later(work: Callable[..., None], *args: Any) -> None:
     except RuntimeError:  # (not a loop's thread: done at once)
         work(*args)
         return
+    _waiting_on(loop).append((work, args))
+
+
+def _waiting_on(loop: asyncio.AbstractEventLoop) -> list[_Work]:
+    """What waits for ``loop``; its run is scheduled with the first of it (on a loop not closed: else it
+    runs at exit)."""
     waiting = _pending.get(loop)
     if waiting is None:
         waiting = _pending[loop] = []
-        # in a context of its own: what it logs is no request's (the first request's, else)
-        loop.call_soon(run_pending, loop, context=contextvars.Context())
-    waiting.append((work, args))
+        if not loop.is_closed():  # in a context of its own: what it logs is no request's (the first one's, else)
+            loop.call_soon(run_pending, loop, context=contextvars.Context())
+    return waiting
 
 
 def run_pending(loop: asyncio.AbstractEventLoop) -> None:
@@ -57,12 +63,7 @@ def run_pending(loop: asyncio.AbstractEventLoop) -> None:
         except Exception:
             log.exception("bookkeeping_failed", work=getattr(work, "__qualname__", repr(work)))
         except BaseException:  # (an interrupt): what is left runs next, or at exit
-            waiting = _pending.get(loop)
-            if waiting is None:
-                waiting = _pending[loop] = []
-                if not loop.is_closed():
-                    loop.call_soon(run_pending, loop, context=contextvars.Context())
-            waiting[:0] = batch[done:]
+            _waiting_on(loop)[:0] = batch[done:]
             raise
 
 

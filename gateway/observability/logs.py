@@ -68,11 +68,15 @@ def unbind_request(token: Token[Mapping[str, Any] | None]) -> None:
 
 def merge_request_context(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """The processor that adds the request's context to a line (what a field of the line says wins)."""
-    bound = REQUEST_CONTEXT.get()
-    if bound is not None:
-        for key, value in bound.items():
-            event.setdefault(key, value)
+    _merge(event, REQUEST_CONTEXT.get())
     return event
+
+
+def _merge(event: MutableMapping[str, Any], request: Mapping[str, Any] | None) -> None:
+    """A request's context into a line (what a field of the line says wins)."""
+    if request is not None:
+        for key, value in request.items():
+            event.setdefault(key, value)
 
 
 _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS
@@ -191,9 +195,7 @@ def _write_line(
     at_ns: int,
 ) -> None:
     fields["event"] = event
-    if request is not None:
-        for key, value in request.items():
-            fields.setdefault(key, value)
+    _merge(fields, request)
     fields["level"] = "info"
     fields["timestamp"] = iso_utc(at_ns)
     output.msg(json_line(fields if trusted is None else _redact(fields, trusted)))

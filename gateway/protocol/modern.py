@@ -19,6 +19,7 @@ from gateway.protocol.errors import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    MAX_NAME_SHOWN,
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
@@ -139,7 +140,7 @@ def stated_version(params: Mapping[str, Any] | None) -> str | None:
 def _differing_late(first: Any, second: Any) -> str:
     """What to add where two values cut for an error message read alike but differ further on."""
     if isinstance(first, str) and isinstance(second, str) and shown(first) == shown(second):
-        return " (they differ after their first 100 characters)"
+        return f" (they differ after their first {MAX_NAME_SHOWN} characters)"
     return ""
 
 
