@@ -57,6 +57,7 @@ from gateway.observability.unsampled import (
     DroppedClient,
     DroppedServer,
     EdgeIds,
+    RootDecision,
     decided_at_the_edge,
     dropped_flags,
 )
@@ -152,12 +153,16 @@ class OpenTelemetryTracing:
         in-memory ones, for tests that read what would have been sent)."""
         resource = _resource(settings)
         self._verbatim = settings.upstream_error_messages
-        sampler = ParentBased(TraceIdRatioBased(settings.sample_ratio)) if settings.sample_ratio is not None else None
+        root = TraceIdRatioBased(settings.sample_ratio) if settings.sample_ratio is not None else None
         self._ids = EdgeIds()
         self._traces = TracerProvider(
-            sampler=sampler, resource=resource, shutdown_on_exit=False, id_generator=self._ids
+            sampler=ParentBased(root) if root is not None else None,
+            resource=resource,
+            shutdown_on_exit=False,
+            id_generator=self._ids,
         )
         self._sampler: Sampler | None = self._traces.sampler if decided_at_the_edge(self._traces.sampler) else None
+        self._without_parent = RootDecision(root, self._ids) if root is not None else None
         exporter = span_exporter or OTLPSpanExporter(endpoint=_endpoint(settings, "traces"))
         self._traces.add_span_processor(BatchSpanProcessor(exporter))
         self._tracer = self._traces.get_tracer(SCOPE)
@@ -241,6 +246,8 @@ class OpenTelemetryTracing:
         None, the trace id it was asked about then being the one the SDK's span takes."""
         if self._sampler is None:
             return None
+        if parent is NO_PARENT and self._without_parent is not None:  # (most requests: nothing came in)
+            return self._without_parent.dropped()
         parent_span = trace.get_current_span(parent).get_span_context() if parent is not NO_PARENT else None
         remote = parent_span if parent_span is not None and parent_span.is_valid else None
         trace_id = remote.trace_id if remote is not None else self._ids.generate_trace_id()
