@@ -86,8 +86,8 @@ class RootDecision:
     sampler itself (``sample_ratio``: ``ParentBased(TraceIdRatioBased(ratio))``): with no parent,
     ``ParentBased`` asks its root, which keeps a trace id whose low 64 bits are under its bound and
     passes on no ``tracestate`` (there is none); the SDK's calls for that answer (two samplers, a
-    sampling result, the parent looked up in an empty context) were a third of what a dropped request
-    cost. A test holds the two answers equal for every trace id it draws."""
+    sampling result, the parent looked up in an empty context) were a quarter of what a dropped
+    request's tracing cost. A test holds the two answers equal for every trace id it draws."""
 
     __slots__ = ("_bound", "_flags", "_ids")
 
