@@ -25,7 +25,8 @@ from gateway.catalog.policy import Rules, Viewer
 from gateway.cluster.replicas import NoCluster, RedisCluster
 from gateway.config import Config, FilesUpstream, HttpUpstream, StdioUpstream
 from gateway.frontend.debounce import ListChangedDebouncer
-from gateway.frontend.service import Hub, PromptService
+from gateway.frontend.hub import Hub
+from gateway.frontend.service import PromptService
 from gateway.identity.audit import AuditTrail
 from gateway.identity.principal import Identity
 from gateway.identity.rate_limits import Counts, RateLimits

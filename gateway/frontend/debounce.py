@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 import structlog
 
-from gateway.frontend.service import Hub
+from gateway.frontend.hub import Hub
 from gateway.observability.metrics import Metrics
 
 log = structlog.get_logger("gateway.app")

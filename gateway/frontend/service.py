@@ -18,16 +18,18 @@ completing and (modern) listening for list changes. Around it:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import anyio
 
 from gateway import __version__
 from gateway.catalog import prompt_tools
 from gateway.catalog.catalog import Catalog
-from gateway.catalog.policy import ALLOW_ALL, Viewer
+from gateway.catalog.policy import Viewer
+from gateway.frontend.hub import Hub, Subscription
 from gateway.frontend.skills import SKILL_METHODS, parse_skill_read, serve_skills, skill_capabilities
 from gateway.identity.audit import AUDITED, SKILL_READS, AuditTrail, prompt_of, skill_of
 from gateway.identity.principal import Identity
@@ -64,105 +66,6 @@ _ALLOWED: dict[SessionState, frozenset[str]] = {
 MODERN_METHODS = _SERVED | {"server/discover", "subscriptions/listen"}
 _REMOVED_IN_MODERN = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe"})
 KNOWN_METHODS = MODERN_METHODS | {"initialize", "ping"}
-
-
-class Listener(Protocol):
-    @property
-    def viewer(self) -> Viewer | None: ...
-
-    def list_changed(self) -> None: ...
-
-
-Sees = Callable[[Viewer, frozenset[str]], bool]
-"""Whether a viewer can see anything served by these upstreams (their namespaces)."""
-
-
-class Subscription:
-    """One ``subscriptions/listen`` stream: woken by list changes it asked for, or by the server closing."""
-
-    def __init__(
-        self, *, prompts: bool, tools: bool = False, resources: bool = False, viewer: Viewer | None = None
-    ) -> None:
-        self._prompts = prompts or tools or resources  # tools and skill files change with the catalog
-        self.viewer = viewer
-        self._woken = anyio.Event()
-        self._pending = False
-        self._closing = False
-
-    def list_changed(self) -> None:
-        if self._prompts:
-            self._pending = True
-            self._woken.set()
-
-    def close(self) -> None:
-        self._closing = True
-        self._woken.set()
-
-    async def next_change(self) -> bool:
-        """True for a list change (changes while one is being sent coalesce), False once closing; a change
-        that came before the close is still delivered."""
-        await self._woken.wait()
-        if not self._closing:
-            self._woken = anyio.Event()
-        if self._pending:
-            self._pending = False
-            return True
-        return False
-
-
-def narrows_nothing(viewer: Viewer) -> bool:
-    """Whether ``viewer`` hides nothing beyond the global policy (a token without a policy; a person
-    matching no view): told of every change, as a caller without a viewer is. The filter judges what a
-    viewer can see by the names listed before the change: a reviewer's person matching no view missed
-    a prompt that became visible."""
-    return viewer.key == ALLOW_ALL.key
-
-
-class Hub:
-    """The live sessions and subscriptions; ``broadcast_list_changed`` reaches each of them once."""
-
-    def __init__(self, sees: Sees | None = None) -> None:
-        self._listeners: set[Listener] = set()
-        self._sees = sees
-
-    def add(self, listener: Listener) -> None:
-        self._listeners.add(listener)
-
-    def discard(self, listener: Listener) -> None:
-        self._listeners.discard(listener)
-
-    def __len__(self) -> int:
-        return len(self._listeners)
-
-    def _may_see(self, viewer: Viewer | None, changed: frozenset[str]) -> bool:
-        if viewer is None or narrows_nothing(viewer) or self._sees is None:
-            return True
-        return self._sees(viewer, changed)
-
-    def broadcast_list_changed(self, changed: frozenset[str] | None = None) -> int:
-        """Tell every listener that may see something of the ``changed`` upstreams (None: any may have
-        changed). A listener whose view shows nothing of them is not told: a change it cannot see is
-        none of its business, and the notification alone would say that something hidden moved."""
-        told = 0
-        for listener in self._listeners:
-            viewer = listener.viewer
-            if (
-                changed is not None
-                and viewer is not None
-                and not narrows_nothing(viewer)
-                and self._sees is not None
-                and not self._sees(viewer, changed)
-            ):
-                continue
-            listener.list_changed()
-            told += 1
-        return told
-
-    def close_subscriptions(self) -> None:
-        """Shutting down: every listen stream answers its request (a graceful end) and closes."""
-        for listener in self._listeners:
-            if isinstance(listener, Subscription):
-                listener.close()
 
 
 class PromptService:
@@ -253,7 +156,7 @@ class PromptService:
             removed = " (removed in 2026-07-28)" if method in _REMOVED_IN_MODERN else ""
             raise MethodNotFound(f"Method not found: {shown(method)}{removed}")
         if method == "subscriptions/listen":
-            result = await self._listen(request, notify, viewer)
+            result = await self._listen(request, notify, viewer, who)
         else:
             result = await self.serve(
                 method,
@@ -385,7 +288,9 @@ class PromptService:
         except GatewayError as exc:
             return prompt_tools.error_result(exc.message)
 
-    async def _listen(self, request: Request, notify: Notify, viewer: Viewer | None) -> dict[str, Any]:
+    async def _listen(
+        self, request: Request, notify: Notify, viewer: Viewer | None, who: Identity | None = None
+    ) -> dict[str, Any]:
         wanted = (request.params or {}).get("notifications")
         if not isinstance(wanted, dict):
             raise InvalidParams("Invalid params: notifications must be an object naming what to listen for")
@@ -393,7 +298,9 @@ class PromptService:
         tools = wanted.get("toolsListChanged") is True and self.prompts_as_tools
         resources = wanted.get("resourcesListChanged") is True and self.offers_skills
         tag = {SUBSCRIPTION_ID_KEY: request.id}
-        subscription = Subscription(prompts=prompts, tools=tools, resources=resources, viewer=viewer)
+        left = who.seconds_left(time.time()) if who is not None else None
+        until = None if left is None else anyio.current_time() + left
+        subscription = Subscription(prompts=prompts, tools=tools, resources=resources, viewer=viewer, until=until)
         self._hub.add(subscription)
         try:
             honoured = {"promptsListChanged": True} if prompts else {}

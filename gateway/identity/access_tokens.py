@@ -234,6 +234,14 @@ class AccessTokenValidator:
             self._accepted.popitem(last=False)
         return access
 
+    def valid_until(self, access: AccessToken) -> float | None:
+        """When ``access`` stops being accepted (Unix time): its ``exp`` and the leeway, as ``validate``
+        reads them; None when the token (an introspected one) states no expiry."""
+        exp = access.claims.get("exp")
+        if not isinstance(exp, (int, float)) or isinstance(exp, bool):
+            return None
+        return float(exp) + self._settings.leeway_s
+
     async def _validate(self, token: str) -> AccessToken:
         try:
             header = jwt.get_unverified_header(token)

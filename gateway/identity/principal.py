@@ -27,14 +27,24 @@ class Identity:
     name: str
     issuer: str | None = None
     claims: Mapping[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
+    valid_until: float | None = field(default=None, compare=False, hash=False, repr=False)
+    """When the credentials this request came with stop being accepted (Unix time: an access token's
+    ``exp`` and the leeway the gateway grants it); None for credentials that do not expire. Never part
+    of equality: the same person with a fresh token is the same identity."""
 
     @classmethod
     def token(cls, name: str) -> Identity:
         return cls("token", name)
 
     @classmethod
-    def access_token(cls, issuer: str, subject: str, claims: Mapping[str, Any]) -> Identity:
-        return cls("oauth", subject, issuer, claims)
+    def access_token(
+        cls, issuer: str, subject: str, claims: Mapping[str, Any], *, valid_until: float | None = None
+    ) -> Identity:
+        return cls("oauth", subject, issuer, claims, valid_until)
+
+    def seconds_left(self, now: float) -> float | None:
+        """How long the credentials are accepted after ``now`` (Unix time; at least 0), or None."""
+        return None if self.valid_until is None else max(0.0, self.valid_until - now)
 
     @property
     def key(self) -> str:

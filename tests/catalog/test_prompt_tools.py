@@ -24,7 +24,8 @@ from gateway.catalog.prompt_tools import (
     parse_call,
     tool_definitions,
 )
-from gateway.frontend.service import SERVER_INFO, Hub, PromptService
+from gateway.frontend.hub import Hub
+from gateway.frontend.service import SERVER_INFO, PromptService
 from gateway.frontend.session import ClientSession
 from gateway.protocol.eras import for_client
 from gateway.protocol.errors import InvalidParams, MethodNotFound

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.catalog.policy import Rules, Viewer
 from gateway.frontend.debounce import ListChangedDebouncer
-from gateway.frontend.service import Hub, Subscription
+from gateway.frontend.hub import Hub, Subscription
 from gateway.observability.metrics import Metrics
 
 pytestmark = pytest.mark.anyio
@@ -132,7 +132,7 @@ async def test_a_viewer_that_hides_nothing_is_told_of_a_prompt_that_became_visib
     from gateway.catalog.cursor import CursorCodec
     from gateway.catalog.mounts import Mount
     from gateway.catalog.policy import Rules
-    from gateway.frontend.service import Hub
+    from gateway.frontend.hub import Hub
     from gateway.testing import FakePromptSource
 
     source = FakePromptSource("a", [{"name": "draft_x"}])  # its only prompt, hidden by the global policy

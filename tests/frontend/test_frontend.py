@@ -4,7 +4,8 @@ import pytest
 from gateway.catalog.catalog import Catalog
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.mounts import Mount
-from gateway.frontend.service import SERVER_INFO, Hub, PromptService
+from gateway.frontend.hub import Hub
+from gateway.frontend.service import SERVER_INFO, PromptService
 from gateway.frontend.session import ClientSession
 from gateway.protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, UnsupportedVersion
 from gateway.protocol.jsonrpc import Notification, Request

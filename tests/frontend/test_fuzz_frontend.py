@@ -27,7 +27,8 @@ from gateway.config import AuditSettings, LimitsSettings, ServerSettings, Teleme
 from gateway.frontend.http.messages import HTTP_STATUS_FOR_CODE
 from gateway.frontend.http.server import HttpFrontend
 from gateway.frontend.http.sessions import Ask, Push
-from gateway.frontend.service import KNOWN_METHODS, Hub, Listener, PromptService, Subscription
+from gateway.frontend.hub import Hub, Listener, Subscription
+from gateway.frontend.service import KNOWN_METHODS, PromptService
 from gateway.frontend.session import ClientSession
 from gateway.identity.audit import AuditTrail
 from gateway.identity.principal import Identity

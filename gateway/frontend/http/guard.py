@@ -126,7 +126,8 @@ class Guard:
             log.warning("issuer_unavailable", error=str(exc))
             unreachable = "Service Unavailable: the token's issuer cannot be reached"
             return None, plain(503, unreachable, **{"Retry-After": "5"})
-        identity = Identity.access_token(access.issuer, access.subject, access.claims)
+        until = self._validator.valid_until(access)
+        identity = Identity.access_token(access.issuer, access.subject, access.claims, valid_until=until)
         missing = [scope for scope in self._auth.scopes_required if scope not in access.scopes]
         if missing:  # known but refused: the identity goes with the refusal, to the audit
             reason = f"the token lacks the scope {' '.join(missing)}"

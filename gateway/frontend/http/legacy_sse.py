@@ -11,6 +11,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from gateway.cluster.replicas import NoCluster
+from gateway.frontend.http.credentials_expiry import until_credentials_expire
 from gateway.frontend.http.messages import (
     plain,
     read_body,
@@ -59,7 +60,7 @@ class LegacySsePath(HttpPaths):
             async for chunk in self._events(session, None):
                 yield chunk
 
-        return self._stream(session, events(), on_close=closed, counted=True)
+        return self._stream(session, until_credentials_expire(events(), principal), on_close=closed, counted=True)
 
     async def _legacy_message(self, request: HttpRequest) -> Response:
         principal, refusal = await self._guard.check(request)

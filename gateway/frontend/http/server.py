@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.cluster.replicas import NoCluster, RedisCluster
 from gateway.cluster.session_ids import SessionIds
 from gateway.config import ServerSettings
+from gateway.frontend.http.credentials_expiry import until_credentials_expire
 from gateway.frontend.http.guard import Guard
 from gateway.frontend.http.legacy_sse import LegacySsePath
 from gateway.frontend.http.messages import (
@@ -199,7 +200,7 @@ class HttpFrontend(StatelessPath, LegacySsePath):
             self.store.end(session, "deleted by client")
             await self.store.cluster.deleted(session.id, session.expires or time.time() + self.store.ids.ttl_s)
             return Response(status_code=200)
-        return await self._get(request, session)
+        return await self._get(request, session, principal)
 
     async def _post(self, request: HttpRequest, principal: Identity | None) -> Response:
         if not accepts(request, "application/json"):
@@ -269,7 +270,8 @@ class HttpFrontend(StatelessPath, LegacySsePath):
         log.info("session_started", session=session.id[:8], principal=key_of(principal))
         return JsonAnswer(dumps(answers[0]), headers={"Mcp-Session-Id": session.id})
 
-    async def _get(self, request: HttpRequest, session: HttpSession) -> Response:
+    async def _get(self, request: HttpRequest, session: HttpSession, principal: Identity | None) -> Response:
+        """The session's stream, for as long as the credentials of this request are accepted."""
         if session.legacy:
             return plain(400, "Bad Request: this is a legacy HTTP+SSE session")
         if not accepts(request, "text/event-stream"):
@@ -291,6 +293,5 @@ class HttpFrontend(StatelessPath, LegacySsePath):
             if relist:
                 session.endpoint.list_changed()
         await self.store.cluster.hold_stream(session.id)
-        return self._stream(
-            session, self._events(session, after), on_close=lambda: self._released(session), counted=True
-        )
+        events = until_credentials_expire(self._events(session, after), principal)
+        return self._stream(session, events, on_close=lambda: self._released(session), counted=True)

@@ -1,0 +1,126 @@
+"""Who is told of list changes: the live sessions and ``subscriptions/listen`` streams, each reached once
+per change it may see (``Hub``), and a listen stream's own wait for the next change or its end
+(``Subscription``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import anyio
+
+from gateway.catalog.policy import ALLOW_ALL, Viewer
+
+
+class Listener(Protocol):
+    @property
+    def viewer(self) -> Viewer | None: ...
+
+    def list_changed(self) -> None: ...
+
+
+Sees = Callable[[Viewer, frozenset[str]], bool]
+"""Whether a viewer can see anything served by these upstreams (their namespaces)."""
+
+
+class Subscription:
+    """One ``subscriptions/listen`` stream: woken by list changes it asked for, or by the server closing;
+    ended at ``until`` (the event loop's clock), when the credentials that opened it expire: the client
+    listens again with the token it has then, checked as every request is."""
+
+    def __init__(
+        self,
+        *,
+        prompts: bool,
+        tools: bool = False,
+        resources: bool = False,
+        viewer: Viewer | None = None,
+        until: float | None = None,
+    ) -> None:
+        self._prompts = prompts or tools or resources  # tools and skill files change with the catalog
+        self.viewer = viewer
+        self._woken = anyio.Event()
+        self._pending = False
+        self._closing = False
+        self._until = until
+
+    def list_changed(self) -> None:
+        if self._prompts:
+            self._pending = True
+            self._woken.set()
+
+    def close(self) -> None:
+        self._closing = True
+        self._woken.set()
+
+    async def next_change(self) -> bool:
+        """True for a list change (changes while one is being sent coalesce), False once closing; a change
+        that came before the close is still delivered."""
+        if self._until is None:
+            await self._woken.wait()
+        else:
+            with anyio.move_on_at(self._until):
+                await self._woken.wait()
+            if not self._woken.is_set():  # the credentials expired: as a close
+                self.close()
+        if not self._closing:
+            self._woken = anyio.Event()
+        if self._pending:
+            self._pending = False
+            return True
+        return False
+
+
+def narrows_nothing(viewer: Viewer) -> bool:
+    """Whether ``viewer`` hides nothing beyond the global policy (a token without a policy; a person
+    matching no view): told of every change, as a caller without a viewer is. The filter judges what a
+    viewer can see by the names listed before the change: a reviewer's person matching no view missed
+    a prompt that became visible."""
+    return viewer.key == ALLOW_ALL.key
+
+
+class Hub:
+    """The live sessions and subscriptions; ``broadcast_list_changed`` reaches each of them once."""
+
+    def __init__(self, sees: Sees | None = None) -> None:
+        self._listeners: set[Listener] = set()
+        self._sees = sees
+
+    def add(self, listener: Listener) -> None:
+        self._listeners.add(listener)
+
+    def discard(self, listener: Listener) -> None:
+        self._listeners.discard(listener)
+
+    def __len__(self) -> int:
+        return len(self._listeners)
+
+    def _may_see(self, viewer: Viewer | None, changed: frozenset[str]) -> bool:
+        if viewer is None or narrows_nothing(viewer) or self._sees is None:
+            return True
+        return self._sees(viewer, changed)
+
+    def broadcast_list_changed(self, changed: frozenset[str] | None = None) -> int:
+        """Tell every listener that may see something of the ``changed`` upstreams (None: any may have
+        changed). A listener whose view shows nothing of them is not told: a change it cannot see is
+        none of its business, and the notification alone would say that something hidden moved."""
+        told = 0
+        for listener in self._listeners:
+            viewer = listener.viewer
+            if (
+                changed is not None
+                and viewer is not None
+                and not narrows_nothing(viewer)
+                and self._sees is not None
+                and not self._sees(viewer, changed)
+            ):
+                continue
+            listener.list_changed()
+            told += 1
+        return told
+
+    def close_subscriptions(self) -> None:
+        """Shutting down: every listen stream answers its request (a graceful end) and closes."""
+        for listener in self._listeners:
+            if isinstance(listener, Subscription):
+                listener.close()

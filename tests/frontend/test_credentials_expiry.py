@@ -1,0 +1,78 @@
+"""Streams and listens end when their credentials expire (``credentials_expiry.py``, ``Subscription``):
+in process, on the event loop's clock, with identities made as the guard makes them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator
+
+import anyio
+import pytest
+
+from gateway.frontend.http.credentials_expiry import until_credentials_expire
+from gateway.frontend.hub import Subscription
+from gateway.identity.principal import LOCAL, Identity
+
+pytestmark = pytest.mark.anyio
+
+
+def person(seconds_left: float) -> Identity:
+    return Identity.access_token("https://idp.example", "alice", {}, valid_until=time.time() + seconds_left)
+
+
+class Events:
+    """An event stream that yields ``count`` events, then waits for more until closed."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.closed = count, False
+
+    async def body(self) -> AsyncGenerator[bytes]:
+        try:
+            for n in range(self.count):
+                yield b"event %d" % n
+            await anyio.sleep_forever()
+        finally:
+            self.closed = True
+
+
+async def test_credentials_that_never_expire_leave_the_stream_as_it_is() -> None:
+    events = Events(1)
+    body = events.body()
+    assert until_credentials_expire(body, LOCAL) is body
+    assert until_credentials_expire(body, Identity.token("ci")) is body
+    assert until_credentials_expire(body, None) is body
+    await body.aclose()
+
+
+async def test_a_stream_ends_once_its_credentials_expire_and_its_source_is_closed() -> None:
+    events = Events(2)
+    with anyio.fail_after(10):
+        received = [chunk async for chunk in until_credentials_expire(events.body(), person(0.2))]
+    assert received == [b"event 0", b"event 1"]  # what came before is delivered
+    assert events.closed
+
+
+async def test_expired_credentials_end_the_stream_before_anything_is_sent() -> None:
+    source = Events(3).body()
+    with anyio.fail_after(10):
+        received = [chunk async for chunk in until_credentials_expire(source, person(-5))]
+    assert received == []
+    assert source.ag_frame is None  # closed, never started
+
+
+async def test_a_listen_is_told_of_changes_until_its_credentials_expire() -> None:
+    subscription = Subscription(prompts=True, until=anyio.current_time() + 0.2)
+    subscription.list_changed()
+    with anyio.fail_after(10):
+        assert await subscription.next_change() is True  # a change before the end is delivered
+        assert await subscription.next_change() is False  # then it ends, as at a close
+        assert await subscription.next_change() is False
+
+
+async def test_a_listen_without_an_end_waits_for_changes() -> None:
+    subscription = Subscription(prompts=True)
+    with anyio.move_on_after(0.05) as waited:
+        await subscription.next_change()
+    assert waited.cancelled_caught  # nothing ends it but a change or a close
+    subscription.close()
+    assert await subscription.next_change() is False
