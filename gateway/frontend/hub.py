@@ -25,8 +25,9 @@ Sees = Callable[[Viewer, frozenset[str]], bool]
 
 class Subscription:
     """One ``subscriptions/listen`` stream: woken by list changes it asked for, or by the server closing;
-    ended at ``until`` (the event loop's clock), when the credentials that opened it expire: the client
-    listens again with the token it has then, checked as every request is."""
+    ended at ``until`` (the event loop's clock), when the credentials that opened it expire, as at a
+    graceful close: a client that listens again does so with the token it has then, checked as every
+    request is."""
 
     def __init__(
         self,

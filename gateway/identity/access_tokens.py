@@ -15,6 +15,7 @@ The algorithm allow-list holds asymmetric algorithms only: never ``none``, never
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -198,6 +199,14 @@ class IssuerKeys:
         return next((k for k in signing if k.key_id == kid), None)
 
 
+def _expiry(access: AccessToken) -> float | None:
+    """The token's ``exp`` (Unix time) where it states a finite one."""
+    exp = access.claims.get("exp")
+    if isinstance(exp, bool) or not isinstance(exp, (int, float)) or not math.isfinite(exp):
+        return None
+    return float(exp)
+
+
 class AccessTokenValidator:
     """Validates tokens, and remembers the ones it accepted (up to ``CACHE_SIZE``, each until it expires
     or ``CACHE_TTL_S`` passes): a client sends the same token with every request, and checking an RSA
@@ -205,6 +214,9 @@ class AccessTokenValidator:
 
     CACHE_SIZE = 4096
     CACHE_TTL_S = 300.0
+    UNDATED_S = 60.0
+    """How long a token that states no expiry (an introspected one) is taken as valid before the issuer
+    is asked again: for the cache, and for a stream it opens."""
 
     def __init__(self, settings: AuthSettings) -> None:
         self._settings = settings
@@ -225,8 +237,7 @@ class AccessTokenValidator:
             del self._accepted[token]  # expired, or its issuer's keys changed since: check it afresh
         with tracing().step("check access token"):
             access = await self._validate(token)
-        exp = access.claims.get("exp")
-        expires_at = float(exp) if isinstance(exp, (int, float)) else time.time() + 60  # introspected, no exp
+        expires_at = _expiry(access) or time.time() + self.UNDATED_S  # (introspected, no exp)
         expires_in = expires_at - time.time() + self._settings.leeway_s
         until = time.monotonic() + min(expires_in, self.CACHE_TTL_S)
         self._accepted[token] = (access, until, self._issuers[access.issuer].generation)
@@ -234,13 +245,11 @@ class AccessTokenValidator:
             self._accepted.popitem(last=False)
         return access
 
-    def valid_until(self, access: AccessToken) -> float | None:
-        """When ``access`` stops being accepted (Unix time): its ``exp`` and the leeway, as ``validate``
-        reads them; None when the token (an introspected one) states no expiry."""
-        exp = access.claims.get("exp")
-        if not isinstance(exp, (int, float)) or isinstance(exp, bool):
-            return None
-        return float(exp) + self._settings.leeway_s
+    def valid_until(self, access: AccessToken) -> float:
+        """Until when ``access``, just accepted, may be relied on (Unix time): its ``exp`` and the leeway,
+        as ``validate`` reads them; for a token that states no expiry (an introspected one), until the
+        issuer would be asked about it again (a revoked token is refused then, and its streams end)."""
+        return (_expiry(access) or time.time() + self.UNDATED_S) + self._settings.leeway_s
 
     async def _validate(self, token: str) -> AccessToken:
         try:

@@ -4,9 +4,10 @@ Every request's access token is checked when it arrives, but an event stream (a 
 session's GET stream, a legacy HTTP+SSE session's stream) is one request that can stay open for
 hours: without this, a token that expired, or a person whose access was taken away at the provider,
 would go on receiving the session's notifications for as long as the connection lasts. The stream
-ends at the token's ``exp`` (with the leeway the gateway grants every token); the client opens it
-again with the token it has now, which is checked like any other request. Credentials that do not
-expire (static tokens, the stdio client, anonymous loopback) leave a stream as it is, at no cost.
+ends at the token's ``exp`` (with the leeway the gateway grants every token; for an introspected token
+that states none, when the issuer would be asked again); a client that opens it again does so with the
+token it has now, which is checked like any other request. Credentials that do not expire (static
+tokens, the stdio client, anonymous loopback) leave a stream as it is, at no cost.
 
 (A 2026-07-28 ``subscriptions/listen`` ends the same way, with its result, in ``Subscription``.)
 """
