@@ -244,7 +244,7 @@ async def serve_http(
         page = AdminPage(
             settings.admin,
             GatewayOperatorView(gateway),
-            scopes_of=frontend.access_token_scopes,
+            grant_of=frontend.access_token_grant,
             host_refusal=frontend.host_refusal,
             shared_sign_outs=gateway.cluster,
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 IdentityKind = Literal["token", "oauth", "local", "anonymous"]
 
@@ -59,6 +59,13 @@ class Identity:
         if self.issuer is not None:
             described["issuer"] = self.issuer
         return described
+
+
+class Grant(NamedTuple):
+    """What a valid access token grants: its scopes, and until when it may be relied on (Unix time)."""
+
+    scopes: frozenset[str]
+    valid_until: float | None
 
 
 LOCAL = Identity("local", "stdio")

@@ -1,9 +1,10 @@
 """A stream opened with an access token ends when that token stops being accepted: a 2026-07-28
-``subscriptions/listen`` with its result, a handshake-era session's GET stream and a legacy HTTP+SSE
-stream by closing. Before, each went on for as long as the connection lasted, an expired token (or a
-person whose access was taken away at the provider) still told of every change. The tokens are signed
-with the real provider's key, expiring within the gateway's 30 s leeway so that they are accepted for
-a few seconds more; a stream opened with a token good for an hour stays open meanwhile."""
+``subscriptions/listen`` with its result, a handshake-era session's GET stream, a legacy HTTP+SSE
+stream and the operator page's event stream by closing. Before, each went on for as long as the
+connection lasted, an expired token (or a person whose access was taken away at the provider) still
+told of every change. The tokens are signed with the real provider's key, expiring within the
+gateway's 30 s leeway so that they are accepted for a few seconds more; a stream opened with a token
+good for an hour stays open meanwhile."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import jwt
 import pytest
 
 from tests.integration.helpers import HTTP_HEADERS, INITIALIZE
-from tests.integration.test_identity import ALICE, Setup, identity_setup, token_for
+from tests.integration.test_identity import ALICE, OPERATOR, Setup, identity_setup, token_for
 from tests.integration.test_modern import ENVELOPE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.services]
@@ -29,10 +30,10 @@ LEFT_S = 3.0
 """How long the short token is accepted after it is signed."""
 
 
-async def short_token(setup: Setup) -> tuple[str, float]:
-    """Alice's token from the provider, signed again to expire so that the gateway accepts it for
+async def short_token(setup: Setup, who: dict[str, Any] = ALICE, scope: str = "prompts:read") -> tuple[str, float]:
+    """A person's token from the provider, signed again to expire so that the gateway accepts it for
     ``LEFT_S`` more seconds; and when that ends (Unix time)."""
-    claims = jwt.decode(await token_for(setup, ALICE), options={"verify_signature": False})
+    claims = jwt.decode(await token_for(setup, who, scope), options={"verify_signature": False})
     exp = int(time.time() + LEFT_S) - LEEWAY_S
     return setup.key.sign({**claims, "iat": exp - 600, "exp": exp}), float(exp + LEEWAY_S)
 
@@ -118,4 +119,17 @@ async def test_a_legacy_sse_stream_ends_when_its_token_expires(tmp_path: Path) -
             with anyio.fail_after(LEFT_S + 30):
                 body = await stream.aread()
         assert b"event: endpoint" in body
+        assert time.time() >= ends_at - 0.5
+
+
+async def test_the_operator_pages_stream_ends_when_the_access_token_that_opened_it_expires(tmp_path: Path) -> None:
+    admin = '[server.admin]\nenabled = true\nscope = "prompts:admin"\n'
+    async with identity_setup(tmp_path, extra=admin) as setup, httpx.AsyncClient(timeout=60) as http:
+        short, ends_at = await short_token(setup, OPERATOR, "prompts:read prompts:admin")
+        events = f"{setup.base}/admin/events"
+        async with http.stream("GET", events, headers={"Authorization": f"Bearer {short}"}) as stream:
+            assert stream.status_code == 200
+            with anyio.fail_after(LEFT_S + 30):
+                body = await stream.aread()
+        assert b"event: upstreams" in body  # it was served until then
         assert time.time() >= ends_at - 0.5

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any, Protocol
 from urllib.parse import parse_qsl
@@ -37,7 +37,9 @@ from gateway.frontend.admin.sign_ins import (
     new_sign_in,
     sign_in_of,
 )
+from gateway.frontend.http.credentials_expiry import ending_at
 from gateway.frontend.http.messages import read_body, sse_response
+from gateway.identity.principal import Grant
 
 log = structlog.get_logger("gateway.admin")
 
@@ -115,13 +117,13 @@ class AdminPage:
         self,
         settings: AdminSettings,
         view: OperatorView,
-        scopes_of: Callable[[str], Awaitable[frozenset[str] | None]] | None = None,
+        grant_of: Callable[[str], Awaitable[Grant | None]] | None = None,
         host_refusal: Callable[[Request], Response | None] = lambda _: None,
         shared_sign_outs: SharedSignOuts | None = None,
     ) -> None:
         self._settings = settings
         self._view = view
-        self._scopes_of = scopes_of
+        self._grant_of = grant_of
         self._host_refusal = host_refusal
         self._sign_outs = SignOuts(shared_sign_outs or NoCluster())
         self._failures = SignInFailures(settings.sign_in_failures) if settings.token is not None else None
@@ -174,8 +176,9 @@ class AdminPage:
             return None
         scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
         presented = bearer.strip() if scheme.lower() == "bearer" else ""
-        if scope is not None and presented and self._scopes_of is not None:  # first: a valid access token is
-            scopes = await self._scopes_of(presented)  # no guess, and others' wrong ones never lock it out
+        if scope is not None and presented and self._grant_of is not None:  # first: a valid access token is
+            grant = await self._grant_of(presented)  # no guess, and others' wrong ones never lock it out
+            scopes = grant.scopes if grant is not None else None
             if scopes is not None and scope in scopes:
                 return None
             if scopes is not None:
@@ -304,12 +307,15 @@ class AdminPage:
         if sign_in is not None and await self._sign_outs.ended(sign_in):
             sign_in = None  # (let in by its bearer token, which a sign-out does not end)
 
+        # let in by an access token (not a sign-in): the stream ends when the token does, as the MCP ones do
+        valid_until = (await self._access_grant(request)).valid_until if sign_in is None else None
+
         async def signed_in() -> bool:
             if sign_in is None or cookie is None or token is None:
                 return True
             return sign_in_of(cookie, token, time.time()) is not None and not await self._sign_outs.ended(sign_in)
 
-        async def changes() -> AsyncIterator[bytes]:
+        async def changes() -> AsyncGenerator[bytes]:
             yield _event("upstreams", view.upstreams())
             shown = view.versions()
             while not self._closing.is_set():
@@ -333,7 +339,17 @@ class AdminPage:
                     yield _event("audit", view.audit_events())
                 shown = (states, audit)
 
-        return sse_response(changes())
+        return sse_response(ending_at(changes(), valid_until))
+
+    async def _access_grant(self, request: Request) -> Grant:
+        """What the request's access token grants where it carries one with the page's scope (the page's
+        own token, or loopback, grant no end: ``valid_until`` None)."""
+        scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
+        scope, presented = self._settings.scope, bearer.strip() if scheme.lower() == "bearer" else ""
+        if scope is None or not presented or self._grant_of is None:
+            return Grant(frozenset(), None)
+        grant = await self._grant_of(presented)
+        return grant if grant is not None and scope in grant.scopes else Grant(frozenset(), None)
 
     async def _until_closing(self, waited: Awaitable[None], *or_until: anyio.Event) -> None:
         """``waited``, unless the gateway starts stopping first (or one of ``or_until`` is set)."""

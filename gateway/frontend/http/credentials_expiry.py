@@ -24,10 +24,14 @@ from gateway.identity.principal import Identity
 
 def until_credentials_expire(body: AsyncGenerator[bytes], principal: Identity | None) -> AsyncGenerator[bytes]:
     """``body``, ended once ``principal``'s credentials expire (``body`` itself where they never do)."""
-    left = principal.seconds_left(time.time()) if principal is not None else None
-    if left is None:
+    return ending_at(body, principal.valid_until if principal is not None else None)
+
+
+def ending_at(body: AsyncGenerator[bytes], valid_until: float | None) -> AsyncGenerator[bytes]:
+    """``body``, ended at ``valid_until`` (Unix time; ``body`` itself for None)."""
+    if valid_until is None:
         return body
-    return _ending(body, anyio.current_time() + left)
+    return _ending(body, anyio.current_time() + max(0.0, valid_until - time.time()))
 
 
 async def _ending(body: AsyncGenerator[bytes], deadline: float) -> AsyncGenerator[bytes]:

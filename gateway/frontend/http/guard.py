@@ -17,7 +17,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from gateway.config import ServerSettings, TokenSettings
-from gateway.identity.principal import Identity
+from gateway.identity.principal import Grant, Identity
 from gateway.identity.protected_resource import challenge
 
 if TYPE_CHECKING:
@@ -135,17 +135,19 @@ class Guard:
             return identity, plain(403, f"Forbidden: {reason}", **{"WWW-Authenticate": header})
         return identity, None
 
-    async def scopes_of(self, token: str) -> frozenset[str] | None:
-        """The scopes of a valid access token (None: not one, or no ``[server.auth]``): the operator
-        page's ``scope`` is checked with the same validator, keys and cache as every request."""
+    async def grant_of(self, token: str) -> Grant | None:
+        """The scopes of a valid access token and until when it holds (None: not one, or no
+        ``[server.auth]``): the operator page's ``scope`` is checked with the same validator, keys and
+        cache as every request, and its event stream ends with the token."""
         if self._validator is None:
             return None
         from gateway.identity.access_tokens import IssuerUnavailable, TokenRejected
 
         try:
-            return (await self._validator.validate(token)).scopes
+            access = await self._validator.validate(token)
         except (TokenRejected, IssuerUnavailable):
             return None
+        return Grant(access.scopes, self._validator.valid_until(access))
 
     def _unauthorized(self, message: str, error: str | None, description: str | None = None) -> Response:
         if self._auth is not None:

@@ -52,7 +52,7 @@ from gateway.frontend.http.sessions import (
 from gateway.frontend.http.stateless import StatelessPath
 from gateway.identity.audit import RefusedRequest
 from gateway.identity.fair_share import FairShare, default_share
-from gateway.identity.principal import Identity, key_of
+from gateway.identity.principal import Grant, Identity, key_of
 from gateway.identity.protected_resource import metadata_document, metadata_paths
 from gateway.observability.tracing import RECEIVED_OVER, arrival_over_http, tracing
 from gateway.protocol.jsonrpc import (
@@ -114,8 +114,8 @@ class HttpFrontend(StatelessPath, LegacySsePath):
         self._guard = Guard(settings)
         self._watches: set[asyncio.Task[None]] = set()
 
-    async def access_token_scopes(self, token: str) -> frozenset[str] | None:
-        return await self._guard.scopes_of(token)
+    async def access_token_grant(self, token: str) -> Grant | None:
+        return await self._guard.grant_of(token)
 
     def host_refusal(self, request: HttpRequest) -> Response | None:
         return self._guard.host_refusal(request)
