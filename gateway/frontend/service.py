@@ -32,7 +32,7 @@ from gateway.catalog.policy import Viewer
 from gateway.frontend.hub import Hub, Subscription
 from gateway.frontend.skills import SKILL_METHODS, parse_skill_read, serve_skills, skill_capabilities
 from gateway.identity.audit import AUDITED, SKILL_READS, AuditTrail, prompt_of, skill_of
-from gateway.identity.principal import Identity
+from gateway.identity.principal import Identity, seconds_left
 from gateway.identity.rate_limits import RateLimits
 from gateway.observability.metrics import Metrics
 from gateway.observability.tracing import tracing
@@ -298,7 +298,7 @@ class PromptService:
         tools = wanted.get("toolsListChanged") is True and self.prompts_as_tools
         resources = wanted.get("resourcesListChanged") is True and self.offers_skills
         tag = {SUBSCRIPTION_ID_KEY: request.id}
-        left = who.seconds_left(time.time()) if who is not None else None
+        left = seconds_left(who.valid_until if who is not None else None, time.time())
         until = None if left is None else anyio.current_time() + left
         subscription = Subscription(prompts=prompts, tools=tools, resources=resources, viewer=viewer, until=until)
         self._hub.add(subscription)

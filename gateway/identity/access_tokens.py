@@ -237,8 +237,7 @@ class AccessTokenValidator:
             del self._accepted[token]  # expired, or its issuer's keys changed since: check it afresh
         with tracing().step("check access token"):
             access = await self._validate(token)
-        expires_at = _expiry(access) or time.time() + self.UNDATED_S  # (introspected, no exp)
-        expires_in = expires_at - time.time() + self._settings.leeway_s
+        expires_in = self.valid_until(access) - time.time()
         until = time.monotonic() + min(expires_in, self.CACHE_TTL_S)
         self._accepted[token] = (access, until, self._issuers[access.issuer].generation)
         if len(self._accepted) > self.CACHE_SIZE:
@@ -246,10 +245,12 @@ class AccessTokenValidator:
         return access
 
     def valid_until(self, access: AccessToken) -> float:
-        """Until when ``access``, just accepted, may be relied on (Unix time): its ``exp`` and the leeway,
-        as ``validate`` reads them; for a token that states no expiry (an introspected one), until the
-        issuer would be asked about it again (a revoked token is refused then, and its streams end)."""
-        return (_expiry(access) or time.time() + self.UNDATED_S) + self._settings.leeway_s
+        """Until when ``access``, just accepted, may be relied on (Unix time): its ``exp`` and the leeway
+        (``validate`` remembers it that long, five minutes at most); for a token that states no expiry
+        (an introspected one), until the issuer would be asked about it again (a revoked token is
+        refused then, and its streams end)."""
+        exp = _expiry(access)
+        return (time.time() + self.UNDATED_S if exp is None else exp) + self._settings.leeway_s
 
     async def _validate(self, token: str) -> AccessToken:
         try:

@@ -42,10 +42,6 @@ class Identity:
     ) -> Identity:
         return cls("oauth", subject, issuer, claims, valid_until)
 
-    def seconds_left(self, now: float) -> float | None:
-        """How long the credentials are accepted after ``now`` (Unix time; at least 0), or None."""
-        return None if self.valid_until is None else max(0.0, self.valid_until - now)
-
     @property
     def key(self) -> str:
         """One string per identity: ``token:ci``, ``oauth:["https://idp.example","ci"]``, ``local:stdio``."""
@@ -59,6 +55,12 @@ class Identity:
         if self.issuer is not None:
             described["issuer"] = self.issuer
         return described
+
+
+def seconds_left(valid_until: float | None, now: float) -> float | None:
+    """How long credentials good until ``valid_until`` are accepted after ``now`` (Unix times; at least
+    0), or None for credentials that do not expire."""
+    return None if valid_until is None else max(0.0, valid_until - now)
 
 
 class Grant(NamedTuple):

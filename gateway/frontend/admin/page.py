@@ -38,7 +38,7 @@ from gateway.frontend.admin.sign_ins import (
     sign_in_of,
 )
 from gateway.frontend.http.credentials_expiry import ending_at
-from gateway.frontend.http.messages import read_body, sse_response
+from gateway.frontend.http.messages import bearer_token, read_body, sse_response
 from gateway.identity.principal import Grant
 
 log = structlog.get_logger("gateway.admin")
@@ -174,8 +174,7 @@ class AdminPage:
         sign_in = sign_in_of(cookie, token, time.time()) if cookie is not None and token is not None else None
         if sign_in is not None and not await self._sign_outs.ended(sign_in):
             return None
-        scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
-        presented = bearer.strip() if scheme.lower() == "bearer" else ""
+        presented = bearer_token(request.headers.get("authorization"))
         if scope is not None and presented and self._grant_of is not None:  # first: a valid access token is
             grant = await self._grant_of(presented)  # no guess, and others' wrong ones never lock it out
             scopes = grant.scopes if grant is not None else None
@@ -308,7 +307,7 @@ class AdminPage:
             sign_in = None  # (let in by its bearer token, which a sign-out does not end)
 
         # let in by an access token (not a sign-in): the stream ends when the token does, as the MCP ones do
-        valid_until = (await self._access_grant(request)).valid_until if sign_in is None else None
+        valid_until = await self._access_token_end(request) if sign_in is None else None
 
         async def signed_in() -> bool:
             if sign_in is None or cookie is None or token is None:
@@ -341,15 +340,14 @@ class AdminPage:
 
         return sse_response(ending_at(changes(), valid_until))
 
-    async def _access_grant(self, request: Request) -> Grant:
-        """What the request's access token grants where it carries one with the page's scope (the page's
-        own token, or loopback, grant no end: ``valid_until`` None)."""
-        scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
-        scope, presented = self._settings.scope, bearer.strip() if scheme.lower() == "bearer" else ""
+    async def _access_token_end(self, request: Request) -> float | None:
+        """Until when the request's access token holds, where it carries one with the page's scope (None:
+        let in otherwise, by the page's own token or on loopback, which do not end)."""
+        scope, presented = self._settings.scope, bearer_token(request.headers.get("authorization"))
         if scope is None or not presented or self._grant_of is None:
-            return Grant(frozenset(), None)
+            return None
         grant = await self._grant_of(presented)
-        return grant if grant is not None and scope in grant.scopes else Grant(frozenset(), None)
+        return grant.valid_until if grant is not None and scope in grant.scopes else None
 
     async def _until_closing(self, waited: Awaitable[None], *or_until: anyio.Event) -> None:
         """``waited``, unless the gateway starts stopping first (or one of ``or_until`` is set)."""

@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator
 
 import anyio
 
-from gateway.identity.principal import Identity
+from gateway.identity.principal import Identity, seconds_left
 
 
 def until_credentials_expire(body: AsyncGenerator[bytes], principal: Identity | None) -> AsyncGenerator[bytes]:
@@ -29,9 +29,8 @@ def until_credentials_expire(body: AsyncGenerator[bytes], principal: Identity | 
 
 def ending_at(body: AsyncGenerator[bytes], valid_until: float | None) -> AsyncGenerator[bytes]:
     """``body``, ended at ``valid_until`` (Unix time; ``body`` itself for None)."""
-    if valid_until is None:
-        return body
-    return _ending(body, anyio.current_time() + max(0.0, valid_until - time.time()))
+    left = seconds_left(valid_until, time.time())
+    return body if left is None else _ending(body, anyio.current_time() + left)
 
 
 async def _ending(body: AsyncGenerator[bytes], deadline: float) -> AsyncGenerator[bytes]:

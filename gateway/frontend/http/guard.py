@@ -23,6 +23,7 @@ from gateway.identity.protected_resource import challenge
 if TYPE_CHECKING:
     from gateway.identity.access_tokens import AccessTokenValidator
 from gateway.frontend.http.messages import (
+    bearer_token,
     headers_of,
     plain,
 )
@@ -98,10 +99,9 @@ class Guard:
             return None, plain(403, f"Forbidden: Origin {origin!r} is not allowed")
         if not self._tokens and self._auth is None:
             return None, None
-        scheme, _, presented = headers_of(request).get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not presented.strip():
+        candidate = bearer_token(headers_of(request).get("authorization"))
+        if not candidate:
             return None, self._unauthorized("Unauthorized: a bearer token is required", None)
-        candidate = presented.strip()
         name = None
         for token in self._tokens:  # every token is compared, so timing says nothing about which matched
             if hmac.compare_digest(candidate.encode(), token.token.encode()):

@@ -84,6 +84,12 @@ def headers_of(request: HttpRequest) -> dict[str, str]:
 _MAX_DECIMAL_DIGITS = 18  # below 2**63: every number a client sends here fits, and none costs a big-int parse
 
 
+def bearer_token(authorization: str | None) -> str:
+    """The token an ``Authorization: Bearer`` header presents ("" when it presents none)."""
+    scheme, _, presented = (authorization or "").partition(" ")
+    return presented.strip() if scheme.lower() == "bearer" else ""
+
+
 def decimal_header(value: str | None) -> int | None:
     """A header's non-negative decimal integer, ASCII digits only (``str.isdigit`` also admits ``²`` and
     ``٣``, which ``int`` refuses or reads); None for anything else, or more than 18 digits."""
