@@ -2,7 +2,8 @@
 one task group everything runs in, and applies a new Config in place (hot reload).
 
 Leaving ``run_gateway`` stops every upstream (child processes included). ``Gateway.reload`` restarts
-only the upstreams whose settings changed, rebuilds the catalog (policy, page size, cursor layout),
+only the upstreams whose settings changed (what the old connections have in flight is answered first:
+``sources/retiring.py``), rebuilds the catalog (policy, page size, cursor layout),
 keeps every client session connected and tells them all that the list changed.
 """
 
@@ -37,6 +38,7 @@ from gateway.observability.starting import start_telemetry
 from gateway.sources.backoff import Backoff
 from gateway.sources.client_requests import ClientRequestRelay
 from gateway.sources.progress import ProgressRelay
+from gateway.sources.retiring import retire
 from gateway.sources.upstream import UpstreamBounds, UpstreamConnector
 from gateway.transports import orphans
 
@@ -332,8 +334,9 @@ class Gateway:
             for ns, running in self._running.items()
             if ns not in wanted or wanted[ns].connection != running.settings.connection
         ]
-        for namespace in stopped:
-            self._running.pop(namespace).scope.cancel()
+        for namespace in stopped:  # what they have in flight is answered first (retiring.py)
+            retired = self._running.pop(namespace)
+            self._tg.start_soon(retire, retired.connector, retired.scope, self.config.gateway.shutdown_grace_s)
         self.config = new  # (what the upstreams started below, and the kept ones' new bounds, are made from)
         for namespace, running in self._running.items():  # a new policy or overrides: no reconnect needed
             running.settings = wanted[namespace]

@@ -39,7 +39,7 @@ from gateway.sources.stderr_log import StderrLog
 from gateway.sources.supervision import STDERR_TAIL_LINES, Supervision, closed_reason
 from gateway.sources.upkeep import ConnectionUpkeep
 from gateway.sources.upstream_options import CLIENT_INFO, _upstream_token, destination_of, http_status
-from gateway.sources.upstream_states import State, UpstreamStates
+from gateway.sources.upstream_states import State, UpstreamStates, no_one
 from gateway.transports.base import MessageStream
 
 __all__ = ["State", "UpstreamConnector"]
@@ -95,6 +95,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
                 self._handshake_only = self._guessed_handshake_only = True
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._in_flight = 0  # requests with the server now: over the bound, refused at once (never queued)
+        self._idle: anyio.Event | None = None  # set when the last request in flight ends, while one waits for it
         self._max_in_flight = max_in_flight
         self._on_progress = on_progress
         self._log = structlog.get_logger("gateway.upstream").bind(upstream=self.namespace)
@@ -238,6 +239,8 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         finally:
             self._in_flight -= 1
             self.recent_ms.append((time.perf_counter() - started) * 1000)
+            if self._idle is not None and not self._in_flight:
+                self._idle.set()
 
     async def _exchange(
         self, peer: RpcPeer, stream: Any, method: str, params: dict[str, Any] | None, span: ClientSpan
@@ -266,6 +269,25 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
             assert self.protocol_version is not None  # noqa: S101 - modern implies a version
             return with_envelope(params, version=self.protocol_version, client_info=CLIENT_INFO)
         return without_envelope(params)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests with the server now."""
+        return self._in_flight
+
+    def mute(self) -> None:
+        """A reload replaced this connection or removed the upstream: what it says of its prompts, skills
+        and states is no one's news (another connection, or none, speaks for its namespace now). Its
+        requests in flight still hear their progress, and questions asked of the client still reach it."""
+        self._on_change = self._on_stale = no_one
+        self._states.mute()
+
+    async def drained(self) -> None:
+        """Until no request is in flight (a reload lets those finish before it ends the connection)."""
+        while self._in_flight:
+            self._idle = anyio.Event()
+            await self._idle.wait()
+        self._idle = None
 
     async def wait_settled(self) -> None:
         """Until the first connection attempt has either succeeded or failed."""

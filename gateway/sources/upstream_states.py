@@ -72,6 +72,11 @@ class UpstreamStates:
         elif self._on_moved is not None:
             self._on_moved(self._namespace)
 
+    def mute(self) -> None:
+        """Its moves are no one's news from now on (a reload replaced the connection or removed it); they
+        are still logged, and waiters still hear of them."""
+        self._on_change = self._on_moved = no_one
+
     def connection_lost(self) -> None:
         """A ready upstream's connection has ended: its loss is announced now. Its state moves on only
         once its process group is stopped, which may take seconds (end of input, SIGTERM, SIGKILL, each
@@ -87,3 +92,7 @@ class UpstreamStates:
     async def ready_again(self) -> None:
         """Until the next time the upstream becomes ready."""
         await self._ready_again.wait()
+
+
+def no_one(_namespace: str) -> None:
+    """Where a muted upstream's news goes."""
