@@ -35,6 +35,7 @@ from gateway.identity.views import ClaimViews
 from gateway.observability import tracing
 from gateway.observability.metrics import Metrics
 from gateway.observability.starting import start_telemetry
+from gateway.protocol.lists import EVERY_LIST, Lists
 from gateway.sources.backoff import Backoff
 from gateway.sources.client_requests import ClientRequestRelay
 from gateway.sources.progress import ProgressRelay
@@ -269,9 +270,11 @@ class Gateway:
     def _stale(self, namespace: str) -> None:
         self.catalog.invalidate(namespace)
 
-    def _changed(self, namespace: str) -> None:
+    def _changed(self, namespace: str, lists: Lists = EVERY_LIST) -> None:
+        """An upstream's ``lists`` changed (none: what it serves may read otherwise, its lists did not)."""
         self.catalog.invalidate(namespace)
-        self._debouncer.poke(namespace)
+        if lists:
+            self._debouncer.poke(namespace, lists)
         self._announce_change()
 
     def _announce_change(self) -> None:

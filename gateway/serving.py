@@ -25,6 +25,7 @@ from gateway.identity.principal import LOCAL, Identity
 from gateway.observability.tracing import RECEIVED_OVER, STDIO
 from gateway.protocol.errors import ConfigError, GatewayError
 from gateway.protocol.jsonrpc import Notification, Request, encode
+from gateway.protocol.lists import PROMPTS, SKILLS, Lists
 from gateway.protocol.modern import Envelope
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.transports.base import MessageStream
@@ -36,8 +37,10 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
     """Serve one client over one frame stream (stdio) until it hangs up or ``stopping`` is set; requests
     in flight then get the shutdown grace period to answer."""
     due = anyio.Event()
+    changed: set[str] = set()  # the lists changed since the last notifications
 
-    def list_changed() -> None:
+    def list_changed(lists: Lists) -> None:
+        changed.update(lists)
         due.set()
 
     session = ClientSession(gateway.service, on_list_changed=list_changed, who=LOCAL)
@@ -65,10 +68,13 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
             while True:
                 await due.wait()
                 due = anyio.Event()
-                await peer.notify("notifications/prompts/list_changed")
-                if gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
+                lists = frozenset(changed)
+                changed.clear()
+                if PROMPTS & lists:
+                    await peer.notify("notifications/prompts/list_changed")
+                if PROMPTS & lists and gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
                     await peer.notify("notifications/tools/list_changed")
-                if gateway.service.offers_skills:  # skill files are resources (docs/skills.md)
+                if SKILLS & lists and gateway.service.offers_skills:  # skill files are resources (docs/skills.md)
                     await peer.notify("notifications/resources/list_changed")
 
     async def stop_when_asked() -> None:
@@ -119,17 +125,18 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
     tools_changed = encode(Notification("notifications/tools/list_changed"))
     resources_changed = encode(Notification("notifications/resources/list_changed"))
 
-    def announce(push: Push) -> None:
-        push(list_changed, "list_changed")
-        if gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
+    def announce(push: Push, lists: Lists) -> None:
+        if PROMPTS & lists:
+            push(list_changed, "list_changed")
+        if PROMPTS & lists and gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
             push(tools_changed, "tools_list_changed")
-        if gateway.service.offers_skills:  # skill files are resources (docs/skills.md)
+        if SKILLS & lists and gateway.service.offers_skills:  # skill files are resources (docs/skills.md)
             push(resources_changed, "resources_list_changed")
 
     def new_session(principal: Identity | None, session_id: str, push: Push, ask: Ask) -> ClientSession:
         session = ClientSession(
             gateway.service,
-            on_list_changed=lambda: announce(push),
+            on_list_changed=lambda lists: announce(push, lists),
             viewer=gateway.viewer_for(principal),
             session_id=session_id,
             on_close=lambda: gateway.hub.discard(session),

@@ -9,6 +9,7 @@ import structlog
 
 from gateway.frontend.hub import Hub
 from gateway.observability.metrics import Metrics
+from gateway.protocol.lists import EVERY_LIST, NO_LIST, Lists
 
 log = structlog.get_logger("gateway.app")
 
@@ -29,11 +30,13 @@ class ListChangedDebouncer:
         self._metrics = metrics
         self._due = False
         self._changed: set[str] | None = set()
+        self._lists: Lists = NO_LIST  # which of the clients' lists changed
         self._wake = anyio.Event()
 
-    def poke(self, namespace: str | None = None) -> None:
-        """An upstream's list changed (``namespace``), or anything may have (None: a reload)."""
+    def poke(self, namespace: str | None = None, lists: Lists = EVERY_LIST) -> None:
+        """An upstream's ``lists`` changed (``namespace``), or anything may have (None: a reload)."""
         self._due = True
+        self._lists |= EVERY_LIST if namespace is None else lists
         if namespace is None:
             self._changed = None
         elif self._changed is not None:
@@ -44,6 +47,7 @@ class ListChangedDebouncer:
         """Drop a pending fan-out (start-up: no client has seen a list yet, so nothing changed for anyone)."""
         self._due = False
         self._changed = set()
+        self._lists = NO_LIST
 
     async def run(self) -> None:
         while True:
@@ -54,8 +58,9 @@ class ListChangedDebouncer:
                 continue  # forgotten while gathering
             self._due = False
             changed, self._changed = self._changed, set()
+            lists, self._lists = self._lists, NO_LIST
             if self._before is not None:
                 await self._before()
-            sessions = self._hub.broadcast_list_changed(None if changed is None else frozenset(changed))
+            sessions = self._hub.broadcast_list_changed(None if changed is None else frozenset(changed), lists)
             self._metrics.list_changed.inc(sessions)
             log.info("list_changed_broadcast", sessions=sessions)

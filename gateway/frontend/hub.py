@@ -10,13 +10,14 @@ from typing import Protocol
 import anyio
 
 from gateway.catalog.policy import ALLOW_ALL, Viewer
+from gateway.protocol.lists import EVERY_LIST, NO_LIST, PROMPTS, SKILLS, Lists
 
 
 class Listener(Protocol):
     @property
     def viewer(self) -> Viewer | None: ...
 
-    def list_changed(self) -> None: ...
+    def list_changed(self, lists: Lists = EVERY_LIST) -> None: ...
 
 
 Sees = Callable[[Viewer, frozenset[str]], bool]
@@ -38,25 +39,25 @@ class Subscription:
         viewer: Viewer | None = None,
         until: float | None = None,
     ) -> None:
-        self._prompts = prompts or tools or resources  # tools and skill files change with the catalog
+        self._wants = (PROMPTS if prompts or tools else NO_LIST) | (SKILLS if resources else NO_LIST)
         self.viewer = viewer
         self._woken = anyio.Event()
-        self._pending = False
+        self._pending = NO_LIST
         self._closing = False
         self._until = until
 
-    def list_changed(self) -> None:
-        if self._prompts:
-            self._pending = True
+    def list_changed(self, lists: Lists = EVERY_LIST) -> None:
+        if self._wants & lists:
+            self._pending |= self._wants & lists
             self._woken.set()
 
     def close(self) -> None:
         self._closing = True
         self._woken.set()
 
-    async def next_change(self) -> bool:
-        """True for a list change (changes while one is being sent coalesce), False once closing; a change
-        that came before the close is still delivered."""
+    async def next_change(self) -> Lists:
+        """The lists that changed, of those it listens for (changes while one is being sent coalesce);
+        none once closing. A change that came before the close is still delivered."""
         if self._until is None:
             await self._woken.wait()
         else:
@@ -66,10 +67,8 @@ class Subscription:
                 self.close()
         if not self._closing:
             self._woken = anyio.Event()
-        if self._pending:
-            self._pending = False
-            return True
-        return False
+        changed, self._pending = self._pending, NO_LIST
+        return changed
 
 
 def narrows_nothing(viewer: Viewer) -> bool:
@@ -101,10 +100,11 @@ class Hub:
             return True
         return self._sees(viewer, changed)
 
-    def broadcast_list_changed(self, changed: frozenset[str] | None = None) -> int:
+    def broadcast_list_changed(self, changed: frozenset[str] | None = None, lists: Lists = EVERY_LIST) -> int:
         """Tell every listener that may see something of the ``changed`` upstreams (None: any may have
-        changed). A listener whose view shows nothing of them is not told: a change it cannot see is
-        none of its business, and the notification alone would say that something hidden moved."""
+        changed) that these ``lists`` changed. A listener whose view shows nothing of them is not told: a
+        change it cannot see is none of its business, and the notification alone would say that something
+        hidden moved."""
         told = 0
         for listener in self._listeners:
             viewer = listener.viewer
@@ -116,7 +116,7 @@ class Hub:
                 and not self._sees(viewer, changed)
             ):
                 continue
-            listener.list_changed()
+            listener.list_changed(lists)
             told += 1
         return told
 

@@ -39,6 +39,7 @@ from gateway.observability.tracing import tracing
 from gateway.protocol.eras import for_client
 from gateway.protocol.errors import GatewayError, InvalidCursor, InvalidParams, MethodNotFound, RateLimited, shown
 from gateway.protocol.jsonrpc import Request
+from gateway.protocol.lists import PROMPTS, SKILLS
 from gateway.protocol.models import CompleteParams, PromptGet, parse_params, prompt_get
 from gateway.protocol.modern import (
     SUBSCRIPTION_ID_KEY,
@@ -309,12 +310,12 @@ class PromptService:
             if resources:
                 honoured["resourcesListChanged"] = True
             await notify("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": honoured})
-            while await subscription.next_change():
-                if prompts:
+            while lists := await subscription.next_change():
+                if prompts and PROMPTS & lists:
                     await notify("notifications/prompts/list_changed", {"_meta": tag})
-                if tools:
+                if tools and PROMPTS & lists:
                     await notify("notifications/tools/list_changed", {"_meta": tag})
-                if resources:  # skill files (docs/skills.md): the spec names no notification of its own
+                if resources and SKILLS & lists:  # skill files (docs/skills.md): no notification of their own
                     await notify("notifications/resources/list_changed", {"_meta": tag})
             return {"_meta": tag}
         finally:

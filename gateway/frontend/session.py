@@ -19,6 +19,7 @@ from gateway.observability.tracing import RECEIVED_OVER, tracing
 from gateway.protocol.eras import for_client
 from gateway.protocol.errors import InvalidRequest, MethodNotFound, shown
 from gateway.protocol.jsonrpc import Notification, Request
+from gateway.protocol.lists import EVERY_LIST, Lists
 from gateway.protocol.models import InitializeParams, parse_params
 from gateway.protocol.modern import (
     carries_envelope,
@@ -33,7 +34,7 @@ class ClientSession:
         self,
         service: PromptService,
         *,
-        on_list_changed: Callable[[], None],
+        on_list_changed: Callable[[Lists], None],
         viewer: Viewer | None = None,
         session_id: str | None = None,
         on_close: Callable[[], None] | None = None,
@@ -131,11 +132,12 @@ class ClientSession:
         if notification.method == "notifications/initialized" and self.state == "initializing":
             self.state = "ready"
 
-    def list_changed(self) -> None:
-        """Announce a list change if the client has initialized (a modern client listens instead). The
-        transport's callback must not block: one slow client must not stall the fan-out to the others."""
+    def list_changed(self, lists: Lists = EVERY_LIST) -> None:
+        """Announce a change of these lists if the client has initialized (a modern client listens
+        instead). The transport's callback must not block: one slow client must not stall the fan-out to
+        the others."""
         if self.state in ("initializing", "ready"):
-            self._on_list_changed()
+            self._on_list_changed(lists)
 
     def close(self) -> None:
         if self.state != "closed":

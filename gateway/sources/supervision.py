@@ -20,6 +20,7 @@ from anyio.abc import TaskGroup
 from gateway.config import HttpUpstream, StdioUpstream
 from gateway.protocol.errors import MethodNotFound, UpstreamError, UpstreamUnavailable
 from gateway.protocol.jsonrpc import Notification, Request
+from gateway.protocol.lists import EVERY_LIST, PROMPTS, SKILLS, OnChange
 from gateway.rpc import Notify, PeerClosed, RpcPeer
 from gateway.sources import era_memory
 from gateway.sources.backoff import Backoff
@@ -94,7 +95,7 @@ class Supervision:
     _listening: bool
     _listening_skills: bool
     _listen_scope: anyio.CancelScope | None
-    _on_change: Callable[[str], None]
+    _on_change: OnChange
     _on_stale: Callable[[str], None]
     _on_progress: Callable[[str, dict[str, Any]], Awaitable[None]] | None
     _on_client_request: Callable[[str, str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None
@@ -250,10 +251,10 @@ class Supervision:
     async def _on_server_notification(self, notification: Notification) -> None:
         if notification.method == "notifications/prompts/list_changed":
             self._log.debug("upstream_list_changed")
-            self._on_change(self.namespace)
+            self._on_change(self.namespace, PROMPTS)
         elif notification.method == "notifications/resources/list_changed" and self.settings.relay_skills:
             self._log.debug("upstream_resources_list_changed")  # its skills: asked for afresh, announced
-            self._on_change(self.namespace)
+            self._on_change(self.namespace, SKILLS)
         elif notification.method == "notifications/subscriptions/acknowledged":
             honoured = (notification.params or {}).get("notifications")
             honoured = honoured if isinstance(honoured, dict) else {}
@@ -264,7 +265,10 @@ class Supervision:
             )
             # anything cached before the stream was up may be stale; the first stream of a connection
             # follows its readiness, which was announced already (a second announcement is only noise)
-            (self._on_change if self._acknowledged else self._on_stale)(self.namespace)
+            if self._acknowledged:
+                self._on_change(self.namespace, EVERY_LIST)
+            else:
+                self._on_stale(self.namespace)
             self._acknowledged = True
         elif notification.method == "notifications/cancelled" and self._listen_scope is not None:
             self._listen_scope.cancel()  # on stdio a server ends a listen stream this way, and only a listen

@@ -5,12 +5,12 @@ it is still there. Mixed into the connector.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 from gateway.config import HttpUpstream, StdioUpstream
+from gateway.protocol.lists import EVERY_LIST, OnChange
 from gateway.rpc import PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
 from gateway.sources.backoff import Backoff
 from gateway.sources.upstream_options import http_status
@@ -30,7 +30,7 @@ class ConnectionUpkeep:
     _listen_scope: anyio.CancelScope | None
     _drop_reason: str | None
     _log: Any
-    _on_change: Callable[[str], None]
+    _on_change: OnChange
 
     @property
     def modern(self) -> bool:
@@ -93,5 +93,5 @@ class ConnectionUpkeep:
                 if self._listening or self._listening_skills:  # it was up: a new drop, not one more failure
                     self._listening = self._listening_skills = False
                     retry.reset()
-                    self._on_change(self.namespace)  # changes may now go unannounced: stop caching
+                    self._on_change(self.namespace, EVERY_LIST)  # changes may now go unannounced: stop caching
             await anyio.sleep(retry.next_delay() or retry.max_s)

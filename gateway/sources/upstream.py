@@ -29,6 +29,7 @@ from gateway.protocol.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from gateway.protocol.lists import EVERY_LIST, OnChange
 from gateway.protocol.modern import with_envelope, without_envelope
 from gateway.protocol.versions import declares_completions, is_modern
 from gateway.rpc import PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
@@ -62,7 +63,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         self,
         settings: StdioUpstream | HttpUpstream,
         *,
-        on_change: Callable[[str], None],
+        on_change: OnChange,
         on_stale: Callable[[str], None] | None = None,
         max_message_bytes: int,
         backoff: Backoff | None = None,
@@ -77,7 +78,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         self._upstream_token = _upstream_token(settings)
         self.namespace = settings.namespace
         self._on_change = on_change
-        self._on_stale = on_stale or on_change  # cached pages may be stale, but nothing changed for clients
+        self._on_stale = on_stale or (lambda namespace: on_change(namespace, EVERY_LIST))  # (stale: see _stale)
         self._acknowledged = False  # a listen stream was acknowledged on this connection
         self._max_message_bytes = max_message_bytes
         self._backoff = backoff or Backoff()

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import anyio
 
+from gateway.protocol.lists import EVERY_LIST, Lists, OnChange
+
 State = Literal["starting", "ready", "backing-off", "failed", "stopped"]
 
 TRANSITIONS: dict[State, frozenset[State]] = {
@@ -34,7 +36,7 @@ class UpstreamStates:
         self,
         namespace: str,
         log: Any,
-        on_change: Callable[[str], None],
+        on_change: OnChange,
         on_moved: Callable[[str], None] | None = None,
     ) -> None:
         self.state: State = "starting"
@@ -68,7 +70,7 @@ class UpstreamStates:
             self._ready_again.set()
             self._ready_again = anyio.Event()
         if (was_ready and not announced) or state == "ready":
-            self._on_change(self._namespace)
+            self._on_change(self._namespace, EVERY_LIST)
         elif self._on_moved is not None:
             self._on_moved(self._namespace)
 
@@ -83,7 +85,7 @@ class UpstreamStates:
         with its wait), and the listing leaves it out from now on: a list_changed then would come late."""
         if self.state == "ready" and not self._loss_announced:
             self._loss_announced = True
-            self._on_change(self._namespace)
+            self._on_change(self._namespace, EVERY_LIST)
 
     async def settled(self) -> None:
         """Until the first connection attempt has either succeeded or failed."""
@@ -94,5 +96,5 @@ class UpstreamStates:
         await self._ready_again.wait()
 
 
-def no_one(_namespace: str) -> None:
+def no_one(_namespace: str, _lists: Lists = EVERY_LIST) -> None:
     """Where a muted upstream's news goes."""

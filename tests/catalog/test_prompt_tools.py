@@ -154,7 +154,7 @@ def test_filters_by_text_any_case_and_by_tag() -> None:
 async def test_without_the_option_nothing_about_tools_is_declared_or_served() -> None:
     svc, _ = service(tools=False)
     assert "tools" not in svc.capabilities(completions=True)
-    session = ClientSession(svc, on_list_changed=lambda: None)
+    session = ClientSession(svc, on_list_changed=lambda _lists: None)
     await session.handle_request(
         Request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c"}}),
         ignore,

@@ -15,6 +15,7 @@ from gateway.frontend.http.credentials_expiry import until_credentials_expire
 from gateway.frontend.hub import Subscription
 from gateway.identity.access_tokens import AccessToken, AccessTokenValidator
 from gateway.identity.principal import LOCAL, Identity
+from gateway.protocol.lists import PROMPTS
 
 
 def person(seconds_left: float) -> Identity:
@@ -69,9 +70,9 @@ async def test_a_listen_is_told_of_changes_until_its_credentials_expire() -> Non
     subscription = Subscription(prompts=True, until=anyio.current_time() + 0.2)
     subscription.list_changed()
     with anyio.fail_after(10):
-        assert await subscription.next_change() is True  # a change before the end is delivered
-        assert await subscription.next_change() is False  # then it ends, as at a close
-        assert await subscription.next_change() is False
+        assert await subscription.next_change() == PROMPTS  # a change before the end is delivered
+        assert not await subscription.next_change()  # then it ends, as at a close
+        assert not await subscription.next_change()
 
 
 @pytest.mark.anyio
@@ -81,7 +82,7 @@ async def test_a_listen_without_an_end_waits_for_changes() -> None:
         await subscription.next_change()
     assert waited.cancelled_caught  # nothing ends it but a change or a close
     subscription.close()
-    assert await subscription.next_change() is False
+    assert not await subscription.next_change()
 
 
 def validator(leeway_s: float = 30) -> AccessTokenValidator:

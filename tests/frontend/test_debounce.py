@@ -12,6 +12,7 @@ from gateway.catalog.policy import Rules, Viewer
 from gateway.frontend.debounce import ListChangedDebouncer
 from gateway.frontend.hub import Hub, Subscription
 from gateway.observability.metrics import Metrics
+from gateway.protocol.lists import EVERY_LIST, PROMPTS, SKILLS
 
 pytestmark = pytest.mark.anyio
 
@@ -21,7 +22,7 @@ class Counting:
         self.count = 0
         self.viewer = viewer
 
-    def list_changed(self) -> None:
+    def list_changed(self, _lists: object = None) -> None:
         self.count += 1
 
 
@@ -118,7 +119,7 @@ class _Listener:
     def __init__(self, viewer: object) -> None:
         self.viewer, self.told = viewer, 0
 
-    def list_changed(self) -> None:
+    def list_changed(self, _lists: object = None) -> None:
         self.told += 1
 
 
@@ -151,3 +152,34 @@ async def test_a_viewer_that_hides_nothing_is_told_of_a_prompt_that_became_visib
     catalog.invalidate("a")
     hub.broadcast_list_changed(frozenset({"a"}))
     assert (anonymous.told, person.told, limited.told) == (1, 1, 0)  # one that sees nothing of it still isn't
+
+
+async def test_a_burst_is_announced_as_the_lists_it_changed() -> None:
+    """A listen stream hears only of the lists it asked for that changed: one asking for skill files
+    (resources) is not woken by a prompt list's change, nor one asking for prompts by a skill's; a burst
+    touching both, or a reload, is both."""
+    prompts_only, skills_only, both = (
+        Subscription(prompts=True),
+        Subscription(prompts=False, resources=True),
+        Subscription(prompts=True, resources=True),
+    )
+    debouncer = debouncer_with(prompts_only, skills_only, both)
+    async with running(debouncer):
+        debouncer.poke("team", SKILLS)
+        with anyio.fail_after(5):
+            assert await skills_only.next_change() == SKILLS
+            assert await both.next_change() == SKILLS
+        debouncer.poke("team", PROMPTS)
+        with anyio.fail_after(5):
+            assert await prompts_only.next_change() == PROMPTS  # woken by this change, not the skills'
+            assert await both.next_change() == PROMPTS
+        debouncer.poke("team", SKILLS)
+        debouncer.poke("other", PROMPTS)
+        with anyio.fail_after(5):
+            assert await both.next_change() == EVERY_LIST
+            assert await skills_only.next_change() == SKILLS
+            assert await prompts_only.next_change() == PROMPTS
+        debouncer.poke()  # a reload: anything may have changed
+        with anyio.fail_after(5):
+            assert await skills_only.next_change() == SKILLS
+            assert await prompts_only.next_change() == PROMPTS

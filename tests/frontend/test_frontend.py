@@ -16,7 +16,7 @@ pytestmark = pytest.mark.anyio
 
 
 class Announced(list[int]):
-    def append_one(self) -> None:
+    def append_one(self, _lists: object) -> None:
         self.append(1)
 
 
@@ -106,7 +106,7 @@ async def test_a_listen_stream_is_acknowledged_tagged_and_ended_gracefully() -> 
     )
     service = PromptService(lambda: catalog, completions=lambda: False, hub=hub)
     legacy_announced: list[int] = []
-    s = ClientSession(service, on_list_changed=lambda: legacy_announced.append(1))
+    s = ClientSession(service, on_list_changed=lambda _lists: legacy_announced.append(1))
     hub.add(s)
     sent: list[tuple[str, dict[str, object] | None]] = []
     acknowledged = anyio.Event()

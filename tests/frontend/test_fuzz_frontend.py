@@ -304,7 +304,7 @@ def test_stdio_front_end_answers_everything_well_formed_and_stays_up(frame: byte
 
     async def run() -> None:
         ours, theirs = memory_frame_pair()
-        session = ClientSession(service(), on_list_changed=lambda: None, viewer=VIEWER, who=WHO)
+        session = ClientSession(service(), on_list_changed=lambda _lists: None, viewer=VIEWER, who=WHO)
         peer = RpcPeer(
             ours, on_request=session.handle_request, on_notification=session.handle_notification, answer_malformed=True
         )
@@ -341,7 +341,7 @@ def http_app() -> tuple[Any, list[ClientSession], HttpFrontend]:
     shared = service()
 
     def factory(principal: Identity | None, session_id: str, push: Push, ask: Ask) -> ClientSession:
-        session = ClientSession(shared, on_list_changed=lambda: None, viewer=VIEWER, who=WHO)
+        session = ClientSession(shared, on_list_changed=lambda _lists: None, viewer=VIEWER, who=WHO)
         sessions.append(session)
         return session
 

@@ -76,7 +76,7 @@ async def read_back(client: Client, uri: str) -> bytes:
 async def test_skills_listed_got_and_read_back_against_their_digests(tmp_path: Path, mode: str) -> None:
     root = skills_folder(tmp_path / "repo")
     config = write_config(tmp_path / "c.toml", [files_upstream(root, "both")])
-    changes = ListChangedWatcher()
+    changes = ListChangedWatcher(t.ResourceListChangedNotification)  # a skill's file is no prompt, even "both"
     async with Client(gateway_params(config), mode=mode, cache=None, message_handler=changes) as client:
         capabilities = client.server_capabilities
         assert capabilities.extensions == {EXTENSION_ID: {"directoryRead": True}}
@@ -305,11 +305,18 @@ async def test_the_open_page_shows_a_skill_read_where_a_prompt_goes(tmp_path: Pa
 
 async def test_an_edited_skill_file_is_announced_as_a_resource_list_change(tmp_path: Path) -> None:
     """Skill files are resources: a client that lists them hears ``resources/list_changed`` when one is
-    edited, with ``prompts/list_changed`` as before (the spec names no skills notification)."""
+    edited, and no ``prompts/list_changed`` (the prompts did not change: it used to be sent too, and every
+    client re-listed its prompts for each skill file edited); an edited command is a prompt list's change."""
     root = skills_folder(tmp_path / "repo")
     config = write_config(tmp_path / "c.toml", [files_upstream(root, "skills")])
     resources = ListChangedWatcher(t.ResourceListChangedNotification)
-    async with Client(gateway_params(config), mode="legacy", cache=None, message_handler=resources) as client:
+    heard: list[str] = []
+
+    async def handler(message: object) -> None:
+        heard.append(type(message).__name__)
+        await resources(message)
+
+    async with Client(gateway_params(config), mode="legacy", cache=None, message_handler=handler) as client:
         assert client.server_capabilities.resources is not None
         assert client.server_capabilities.resources.list_changed is True
         await call(client, "skills/list", {})
@@ -318,6 +325,13 @@ async def test_an_edited_skill_file_is_announced_as_a_resource_list_change(tmp_p
             await resources.wait()
             while await read_back(client, "skill://team/pdf-processing/templates/invoice.md") != b"Invoice v3\n":
                 await resources.wait()
+        # (a fan-out's prompts/list_changed is written before its resources/list_changed: it would be here)
+        assert "PromptListChangedNotification" not in heard, heard
+        prompts = ListChangedWatcher()
+        async with Client(gateway_params(config), mode="legacy", cache=None, message_handler=prompts) as other:
+            await other.list_prompts()
+            await anyio.Path(root / ".claude/commands/fix.md").write_text("Fix $ARGUMENTS now")
+            await prompts.wait(60)
 
 
 async def test_the_operator_pages_explain_form_explains_skills_as_the_command_does(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ import hashlib
 import os
 from pathlib import Path
 
+import pytest
+
 from gateway.sources.files.skills import scan_skills
 
 PDF = b"""---
@@ -175,3 +177,41 @@ def test_a_skills_folder_served_itself_has_the_prompts_of_the_project_around_it(
     one = FilePromptSource(FilesUpstream.model_validate(settings), on_change=print)
     one._load()
     assert sorted(one.prompts) == ["CREATION-LOG", "pressure-1", "tdd"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("skills_as", "skill_edit", "command_edit"),
+    [("skills", {"skills"}, {"prompts"}), ("both", {"prompts", "skills"}, {"prompts"})],
+)
+async def test_a_reread_says_which_lists_changed(
+    tmp_path: Path, skills_as: str, skill_edit: set[str], command_edit: set[str]
+) -> None:
+    """A skill's file edited changes the skills, not the prompts (unless its SKILL.md serves as a prompt
+    too); a command edited changes the prompts; a file no list shows changes no list. Every change used
+    to be announced as every list's (a client re-listed its prompts for each skill file edited)."""
+    from gateway.config.upstreams import FilesUpstream
+    from gateway.sources.files.source import FilePromptSource
+
+    folder = skill(tmp_path, ".claude/skills/deploy", front("deploy"))
+    (tmp_path / ".claude/commands").mkdir()
+    (tmp_path / ".claude/commands/fix.md").write_text("Fix it\n")
+    (tmp_path / "notes.txt").write_text("not a prompt\n")
+    told: list[tuple[str, frozenset[str]]] = []
+    settings = {"namespace": "team", "transport": "files", "path": str(tmp_path), "skills_as": skills_as}
+    source = FilePromptSource(FilesUpstream.model_validate(settings), on_change=lambda *change: told.append(change))
+    source._load()
+    (folder / "checklist.md").write_text("- [ ] tests\n")
+    await source._reread("changed")
+    (folder / "SKILL.md").write_bytes(front("deploy", "Deploy, carefully"))
+    await source._reread("changed")
+    (tmp_path / ".claude/commands/fix.md").write_text("Fix it now\n")
+    await source._reread("changed")
+    (tmp_path / "notes.txt").write_text("still not a prompt\n")
+    await source._reread("changed")
+    assert told == [
+        ("team", frozenset({"skills"})),
+        ("team", frozenset(skill_edit)),
+        ("team", frozenset(command_edit)),
+        ("team", frozenset()),
+    ]

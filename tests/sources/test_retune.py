@@ -13,7 +13,8 @@ from gateway.sources.upstream import UpstreamConnector
 
 def connector() -> UpstreamConnector:
     settings = StdioUpstream(namespace="crashy", command="false")
-    return UpstreamConnector(settings, on_change=lambda _: None, max_message_bytes=1 << 20, backoff=Backoff(0.5, 30, 3))
+    backoff = Backoff(0.5, 30, 3)
+    return UpstreamConnector(settings, on_change=lambda *_: None, max_message_bytes=1 << 20, backoff=backoff)
 
 
 @pytest.mark.anyio

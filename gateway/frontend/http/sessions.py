@@ -38,6 +38,7 @@ from gateway.protocol.jsonrpc import (
     to_wire,
 )
 from gateway.protocol.jsonrpc import Response as RpcResponse
+from gateway.protocol.lists import EVERY_LIST, Lists
 from gateway.protocol.modern import Envelope
 from gateway.rpc import PeerClosed, RemoteError, RequestTimeout
 from gateway.transports.sse import EventLog
@@ -63,8 +64,8 @@ class Endpoint(Protocol):
     def resume(self, state: SealedState) -> None:
         """Become the initialized session a sealed id describes (made on another replica, or before a restart)."""
 
-    def list_changed(self) -> None:
-        """Tell the client its lists may have changed (on its event stream)."""
+    def list_changed(self, lists: Lists = EVERY_LIST) -> None:
+        """Tell the client these lists may have changed (on its event stream)."""
 
 
 Push = Callable[[bytes, str | None], None]

@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import structlog
 from gateway.config import FilesUpstream
 from gateway.observability.tracing import tracing
 from gateway.protocol.errors import UpstreamRejected, UpstreamUnavailable
+from gateway.protocol.lists import EVERY_LIST, NO_LIST, PROMPTS, SKILLS, OnChange
 from gateway.sources.files.common import valid_name
 from gateway.sources.files.kinds import Format, format_of, kind_of
 from gateway.sources.files.prompts import (
@@ -252,7 +253,7 @@ class FilePromptSource:
     protocol_version = None
     restarts = 0
 
-    def __init__(self, settings: FilesUpstream, *, on_change: Callable[[str], None]) -> None:
+    def __init__(self, settings: FilesUpstream, *, on_change: OnChange) -> None:
         self.settings = settings
         self.namespace = settings.namespace
         self._root = Path(settings.path)
@@ -342,12 +343,14 @@ class FilePromptSource:
         before = (self.prompts, self.problems, self.skills, self.skill_problems)
         state = self.state
         await anyio.to_thread.run_sync(self._load)
+        lists = (PROMPTS if self.prompts != before[0] else NO_LIST) | (SKILLS if self.skills != before[2] else NO_LIST)
         if self.state != state:  # (a folder gone or back: what check, /readyz and the metrics say changes)
             self._log_state()
+            lists = EVERY_LIST
         if reason == "armed":  # the first watch is on: what changed since the first read, if anything
             if (self.prompts, self.problems, self.skills, self.skill_problems) != before:
                 log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
-                self._on_change(self.namespace)
+                self._on_change(self.namespace, lists)
             return
         if reason == "changed":
             log.info("prompt_files_changed", upstream=self.namespace, prompts=len(self.prompts))
@@ -356,7 +359,7 @@ class FilePromptSource:
         else:
             event = "prompt_folder_replaced" if reason == "replaced" else "prompt_folder_back"
             log.info(event, upstream=self.namespace, path=str(self._root), prompts=len(self.prompts))
-        self._on_change(self.namespace)
+        self._on_change(self.namespace, lists)  # (none: a file no list shows, such as an attachment, changed)
 
     def unavailable(self) -> UpstreamUnavailable:
         return UpstreamUnavailable(self.namespace, f"is not ready ({self.last_error or self.state})")
