@@ -12,7 +12,6 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
@@ -36,10 +35,10 @@ from gateway.observability import tracing
 from gateway.observability.metrics import Metrics
 from gateway.observability.starting import start_telemetry
 from gateway.protocol.lists import EVERY_LIST, Lists
+from gateway.reloading import Reloading, Running
 from gateway.sources.backoff import Backoff
 from gateway.sources.client_requests import ClientRequestRelay
 from gateway.sources.progress import ProgressRelay
-from gateway.sources.retiring import retire
 from gateway.sources.upstream import UpstreamBounds, UpstreamConnector
 from gateway.transports import orphans
 
@@ -55,25 +54,13 @@ CLIENT_REQUEST_TIMEOUT_S = 600.0
 """How long a client may take to answer a request relayed from an upstream (a person may be answering)."""
 
 
-@dataclass
-class _Running:
-    settings: StdioUpstream | HttpUpstream | FilesUpstream
-    connector: UpstreamConnector | FilePromptSource
-    scope: anyio.CancelScope
-
-
-RESTART_ONLY = ("max_message_bytes", "max_requests_per_session", "shutdown_grace_s")
-"""``[gateway]`` settings a reload keeps as they were (a warning says so): the front end's bounds and the
-stop's grace are set as it starts."""
-
-
 NO_VIEW = Rules()
 """A person whose access token matches no view: nothing narrows the global policy, but what they see may
 differ from what others with views see, so it is no listing a shared cache may hand on (``cacheScope:
 private``, as for a token without a policy); a reviewer's "eng" got ``public`` beside "sales"' private."""
 
 
-class Gateway:
+class Gateway(Reloading):
     def __init__(self, config: Config, task_group: TaskGroup) -> None:
         self.config = config
         self.hub = Hub(sees=lambda viewer, namespaces: self.catalog.shows_any(namespaces, viewer))
@@ -87,7 +74,8 @@ class Gateway:
             self.metrics,
             before=lambda: self.cluster.catalog_changed(),
         )
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, Running] = {}
+        self._serving_old: dict[str, UpstreamConnector] = {}
         self._secret = self._secret_for(config, None)
         self._viewers = self._token_rules(config)
         self._claim_views = ClaimViews(config.server.views, config.gateway.namespace_separator)
@@ -228,7 +216,7 @@ class Gateway:
         serves (at once after start-up)."""
         connector = self._connector_for(settings)
         scope = anyio.CancelScope()
-        self._running[settings.namespace] = _Running(settings, connector, scope)
+        self._running[settings.namespace] = Running(settings, connector, scope)
         self._tg.start_soon(self._run_when_serving, connector, scope)
         return connector
 
@@ -297,7 +285,7 @@ class Gateway:
         sep = settings.namespace_separator
         mounts = [
             Mount(
-                self._running[u.namespace].connector,
+                self._serving_old.get(u.namespace) or self._running[u.namespace].connector,  # (reloading.py)
                 prefix=u.namespace + sep if u.prefix else "",
                 rules=Rules.of(u.policy, sep),
                 overrides=u.overrides,
@@ -316,54 +304,6 @@ class Gateway:
             client_requests=self._client_requests,
             ttl_ms=round(settings.list_ttl_s * 1000),
         )
-
-    async def reload(self, new: Config) -> None:
-        """Apply a new config: upstreams are added, removed or restarted only where they changed."""
-        if new.server != self.config.server:
-            log.warning("reload_server_settings_ignored", reason="[server] changes take effect on restart")
-            new = new.model_copy(update={"server": self.config.server})
-        kept = {  # what the front end (and uvicorn's stop) took as they started
-            key: getattr(self.config.gateway, key)
-            for key in RESTART_ONLY
-            if getattr(new.gateway, key) != getattr(self.config.gateway, key)
-        }
-        for key in kept:
-            log.warning("reload_setting_ignored", setting=f"gateway.{key}", reason="takes effect on restart")
-        if kept:
-            new = new.model_copy(update={"gateway": new.gateway.model_copy(update=kept)})
-        wanted = {u.namespace: u for u in new.upstreams}
-        stopped = [
-            ns
-            for ns, running in self._running.items()
-            if ns not in wanted or wanted[ns].connection != running.settings.connection
-        ]
-        for namespace in stopped:  # what they have in flight is answered first (retiring.py)
-            retired = self._running.pop(namespace)
-            self._tg.start_soon(retire, retired.connector, retired.scope, self.config.gateway.shutdown_grace_s)
-        self.config = new  # (what the upstreams started below, and the kept ones' new bounds, are made from)
-        for namespace, running in self._running.items():  # a new policy or overrides: no reconnect needed
-            running.settings = wanted[namespace]
-            if isinstance(running.connector, UpstreamConnector):  # [gateway]'s restart and in-flight bounds
-                running.connector.retune(**self._bounds_for(running.settings))
-        started = [self._start_upstream(u) for u in new.upstreams if u.namespace not in self._running]
-        self._secret = self._secret_for(new, self._secret)
-        self._debouncer.delay_s = new.gateway.list_changed_debounce_s
-        self._viewers = self._token_rules(new)
-        self._claim_views = ClaimViews(new.server.views, new.gateway.namespace_separator)
-        self.catalog = self._build_catalog(new)
-        self.rate_limits = self._rate_limits(new)
-        log.info(
-            "config_reloaded",
-            stopped=stopped,
-            started=[c.namespace for c in started],
-            kept=sorted(set(wanted) - {c.namespace for c in started}),
-        )
-        # Told at once (a policy, a removed or renamed upstream): an upstream started here is announced
-        # when it is ready, as any other. Waiting for those to settle held back every session's
-        # list_changed, the next reload and a SIGTERM for up to their timeout_s.
-        self._debouncer.poke()
-        self._announce_change()
-        await self.cluster.announce_generation(new.digest)
 
 
 def _could_complete(source: UpstreamConnector | FilePromptSource) -> bool:

@@ -74,7 +74,7 @@ async def serve_stream(gateway: Gateway, stream: MessageStream, *, stopping: any
                     await peer.notify("notifications/prompts/list_changed")
                 if PROMPTS & lists and gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
                     await peer.notify("notifications/tools/list_changed")
-                if SKILLS & lists and gateway.service.offers_skills:  # skill files are resources (docs/skills.md)
+                if SKILLS & lists:  # skill files are resources (docs/skills.md); the session judged it
                     await peer.notify("notifications/resources/list_changed")
 
     async def stop_when_asked() -> None:
@@ -130,7 +130,7 @@ def http_frontend(gateway: Gateway) -> HttpFrontend:
             push(list_changed, "list_changed")
         if PROMPTS & lists and gateway.service.prompts_as_tools:  # get_prompt's schema names the prompts
             push(tools_changed, "tools_list_changed")
-        if SKILLS & lists and gateway.service.offers_skills:  # skill files are resources (docs/skills.md)
+        if SKILLS & lists:  # skill files are resources (docs/skills.md); the session judged it
             push(resources_changed, "resources_list_changed")
 
     def new_session(principal: Identity | None, session_id: str, push: Push, ask: Ask) -> ClientSession:

@@ -15,6 +15,7 @@ STAGES: list[tuple[str, ...]] = [
     # the composition root, and the tools beside the flow
     (
         "app",
+        "reloading",
         "serving",
         "serve_command",
         "__main__",

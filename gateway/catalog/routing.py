@@ -140,7 +140,7 @@ class Routing(CatalogState):
             outgoing["arguments"] = arguments
         with (
             self._progress.route(outgoing, notify, upstream=mount.namespace) as forwarded,
-            self._client_requests.route(mount.namespace, ask),
+            self._client_requests.route(mount.source, ask),
         ):
             raw = await mount.source.request("prompts/get", forwarded)
         if _check_result_type(mount, raw, "prompts/get", input_required=True) == "input_required":
@@ -180,7 +180,7 @@ class Routing(CatalogState):
                     notify,
                     upstream=mount.namespace,
                 ) as fwd,
-                self._client_requests.route(mount.namespace, ask),
+                self._client_requests.route(mount.source, ask),
             ):
                 raw = await mount.source.request("completion/complete", fwd)
         except UpstreamRejected as exc:

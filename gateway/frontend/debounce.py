@@ -63,4 +63,4 @@ class ListChangedDebouncer:
                 await self._before()
             sessions = self._hub.broadcast_list_changed(None if changed is None else frozenset(changed), lists)
             self._metrics.list_changed.inc(sessions)
-            log.info("list_changed_broadcast", sessions=sessions)
+            log.info("list_changed_broadcast", sessions=sessions, lists=sorted(lists))

@@ -19,7 +19,7 @@ from gateway.observability.tracing import RECEIVED_OVER, tracing
 from gateway.protocol.eras import for_client
 from gateway.protocol.errors import InvalidRequest, MethodNotFound, shown
 from gateway.protocol.jsonrpc import Notification, Request
-from gateway.protocol.lists import EVERY_LIST, Lists
+from gateway.protocol.lists import EVERY_LIST, SKILLS, Lists
 from gateway.protocol.models import InitializeParams, parse_params
 from gateway.protocol.modern import (
     carries_envelope,
@@ -44,6 +44,7 @@ class ClientSession:
         self._who = who
         self.viewer = viewer
         self._completions = False  # fixed at initialize: capabilities do not change within a session
+        self._told_skills: bool | None = None  # whether its initialize declared resources (skill files)
         self.state: SessionState = "new"
         self.protocol_version: str | None = None
         self.client_info: dict[str, Any] = {}
@@ -105,11 +106,9 @@ class ClientSession:
         self._completions = self._service.offers_completions()
         self.log = self.log.bind(client=self.client_info.get("name"), protocol_version=self.protocol_version)
         self.log.info("session_initialized", requested=params.get("protocolVersion"))
-        return {
-            "protocolVersion": self.protocol_version,
-            "capabilities": self._service.capabilities(completions=self._completions),
-            "serverInfo": SERVER_INFO,
-        }
+        capabilities = self._service.capabilities(completions=self._completions)
+        self._told_skills = "resources" in capabilities
+        return {"protocolVersion": self.protocol_version, "capabilities": capabilities, "serverInfo": SERVER_INFO}
 
     def negotiated(self) -> Negotiated | None:
         if self.protocol_version is None:
@@ -136,7 +135,13 @@ class ClientSession:
         """Announce a change of these lists if the client has initialized (a modern client listens
         instead). The transport's callback must not block: one slow client must not stall the fan-out to
         the others."""
-        if self.state in ("initializing", "ready"):
+        if self.state not in ("initializing", "ready"):
+            return
+        # skill files are resources: told to a session whose initialize declared them, however many skills
+        # are served now (the last skills upstream removed is a change too); resumed, as served now
+        told_skills = self._service.offers_skills if self._told_skills is None else self._told_skills
+        lists = lists if told_skills else lists - SKILLS
+        if lists:
             self._on_list_changed(lists)
 
     def close(self) -> None:

@@ -7,6 +7,10 @@ certain: exactly one client request is in flight to that upstream, from a client
 (stdio, or an HTTP session with an event stream to send the request on) and that declared the
 capability. Otherwise the upstream gets an error that says why, which fails only the prompt that asked.
 Ids are the client connection's own (its peer, or its HTTP session, numbers the request).
+
+Requests are counted by the upstream's connector, not its namespace: while a reload lets the requests of
+a replaced connection finish (``retiring.py``), the old and the new connection share the namespace, and
+neither may ask for the other's clients.
 """
 
 from __future__ import annotations
@@ -47,15 +51,17 @@ class ClientRequestRelay:
     """Which clients' requests are in flight to each upstream, and whether each can be asked."""
 
     def __init__(self) -> None:
-        self._in_flight: dict[str, list[Ask | None]] = {}
+        self._in_flight: dict[int, list[Ask | None]] = {}  # by the connector's id (it lives while they do)
 
-    def route(self, upstream: str, ask: Ask | None) -> _InFlight:
-        """While a client's request is with ``upstream`` (``ask`` None: a client that cannot be asked)."""
-        return _InFlight(self._in_flight, upstream, ask)
+    def route(self, upstream: object, ask: Ask | None) -> _InFlight:
+        """While a client's request is with ``upstream`` (its connector; ``ask`` None: a client that
+        cannot be asked)."""
+        return _InFlight(self._in_flight, id(upstream), ask)
 
-    async def forward(self, upstream: str, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        """The result of relaying ``upstream``'s request to the client it is for, or a clear refusal."""
-        entries = self._in_flight.get(upstream, [])
+    async def forward(self, upstream: object, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """The result of relaying ``upstream``'s request (its connector's) to the client it is for, or a
+        clear refusal."""
+        entries = self._in_flight.get(id(upstream), [])
         if not entries:
             raise InvalidRequest(f"Invalid Request: {method} outside any client request: there is no client to ask")
         if len(entries) > 1:
@@ -75,7 +81,7 @@ class _InFlight:
 
     __slots__ = ("_ask", "_in_flight", "_upstream")
 
-    def __init__(self, in_flight: dict[str, list[Ask | None]], upstream: str, ask: Ask | None) -> None:
+    def __init__(self, in_flight: dict[int, list[Ask | None]], upstream: int, ask: Ask | None) -> None:
         self._in_flight, self._upstream, self._ask = in_flight, upstream, ask
 
     def __enter__(self) -> None:

@@ -98,7 +98,7 @@ class Supervision:
     _on_change: OnChange
     _on_stale: Callable[[str], None]
     _on_progress: Callable[[str, dict[str, Any]], Awaitable[None]] | None
-    _on_client_request: Callable[[str, str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None
+    _on_client_request: Callable[[object, str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None
 
     if TYPE_CHECKING:  # the connector's and the other mixins' (declared only: never in their way at run time)
 
@@ -245,7 +245,7 @@ class Supervision:
         if request.method == "ping":
             return {}
         if request.method in RELAYED and self._on_client_request is not None:
-            return await self._on_client_request(self.namespace, request.method, request.params)
+            return await self._on_client_request(self, request.method, request.params)  # (by connection)
         raise MethodNotFound(f"Method not found: {request.method}")
 
     async def _on_server_notification(self, notification: Notification) -> None:

@@ -70,7 +70,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         max_in_flight: int = 256,
         on_progress: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None,
         stable_after_s: float = 10.0,
-        on_client_request: Callable[[str, str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None = None,
+        on_client_request: Callable[[object, str, dict[str, Any] | None], Awaitable[dict[str, Any]]] | None = None,
         on_state: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
@@ -281,7 +281,9 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         and states is no one's news (another connection, or none, speaks for its namespace now). Its
         requests in flight still hear their progress, and questions asked of the client still reach it."""
         self._on_change = self._on_stale = no_one
-        self._states.mute()
+        self._log = self._log.bind(retiring=True)  # (its successor logs under the same name)
+        self._stderr_log = StderrLog(self._log)
+        self._states.mute(self._log)
 
     async def drained(self) -> None:
         """Until no request is in flight (a reload lets those finish before it ends the connection)."""

@@ -74,10 +74,11 @@ class UpstreamStates:
         elif self._on_moved is not None:
             self._on_moved(self._namespace)
 
-    def mute(self) -> None:
+    def mute(self, log: Any) -> None:
         """Its moves are no one's news from now on (a reload replaced the connection or removed it); they
-        are still logged, and waiters still hear of them."""
+        are still logged, to ``log`` from now on, and waiters still hear of them."""
         self._on_change = self._on_moved = no_one
+        self._log = log
 
     def connection_lost(self) -> None:
         """A ready upstream's connection has ended: its loss is announced now. Its state moves on only

@@ -1,11 +1,13 @@
-"""A reload that restarts or removes an upstream lets the requests it has in flight finish on their
-connection, within the stop's grace, while new requests go to the new connection (found in the
-session notes: such a request failed at once with "went away before answering")."""
+"""A reload that replaces or removes an upstream: the old connection serves on until the new one has made
+its first attempt, and the requests it has in flight then finish on it, within the stop's grace (found
+in the session notes: such a request failed at once with "went away before answering", and every request
+in between was told the upstream was still starting)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +16,30 @@ import pytest
 from mcp import Client, MCPError
 
 from tests.integration.helpers import process_gone, running_gateway, sdk_upstream, write_config
+from tests.integration.test_client_requests import text, who
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 HTTP = {"transport": "http", "port": 0}
 
 
-def held_upstream(generation: str, namespace: str = "hold") -> dict[str, Any]:
-    return sdk_upstream(namespace, "held", env={"GENERATION": generation})
+def held_upstream(generation: str, namespace: str = "hold", **extra: Any) -> dict[str, Any]:
+    return sdk_upstream(namespace, "held", env={"GENERATION": generation}, **extra)
+
+
+def gated_held_upstream(gate: Path, generation: str) -> dict[str, Any]:
+    """The held server, started only once the test opens ``gate`` (tests/servers/gated.py)."""
+    return held_upstream(
+        generation, args=["-m", "tests.servers.gated", str(gate), sys.executable, "-m", "tests.servers.held"]
+    )
+
+
+def fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+async def open_fifo(path: Path, flags: int) -> None:
+    await anyio.to_thread.run_sync(lambda: os.close(os.open(path, flags)))
 
 
 class HeldRequest:
@@ -28,58 +47,58 @@ class HeldRequest:
     it, ``release`` lets the server answer; ``outcome`` is its answer's text or the error's message."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.entered, self.released = str(tmp_path / "entered"), str(tmp_path / "release")
-        os.mkfifo(self.entered)
-        os.mkfifo(self.released)
+        self.entered, self.released = fifo(tmp_path / "entered"), fifo(tmp_path / "release")
         self.outcome = ""
         self.done = anyio.Event()
 
-    async def run(self, client: Client, name: str = "hold__held") -> None:
+    async def run(self, client: Client) -> None:
         try:
-            got = await client.get_prompt(name, {"entered": self.entered, "release": self.released})
-            content = got.messages[0].content
-            self.outcome = getattr(content, "text", "")
+            self.outcome = text(
+                await client.get_prompt("hold__held", {"entered": str(self.entered), "release": str(self.released)})
+            )
         except MCPError as exc:
             self.outcome = exc.error.message
         finally:
             self.done.set()
 
     async def reached(self) -> None:
-        await anyio.to_thread.run_sync(lambda: os.close(os.open(self.entered, os.O_RDONLY)))
+        await open_fifo(self.entered, os.O_RDONLY)
 
     async def release(self) -> None:
-        await anyio.to_thread.run_sync(lambda: os.close(os.open(self.released, os.O_WRONLY)))
+        await open_fifo(self.released, os.O_WRONLY)
 
 
 async def pid_of(client: Client, name: str = "hold__pid") -> int:
-    content = (await client.get_prompt(name)).messages[0].content
-    return int(getattr(content, "text", ""))
+    return int(text(await client.get_prompt(name)))
 
 
-async def test_a_reload_lets_requests_in_flight_to_an_upstream_it_restarts_finish(tmp_path: Path) -> None:
+async def test_a_replaced_upstream_serves_until_its_successor_is_up_and_finishes_its_requests(tmp_path: Path) -> None:
     path = write_config(tmp_path / "c.toml", [held_upstream("1")], server=HTTP)
-    held = HeldRequest(tmp_path)
+    held, gate = HeldRequest(tmp_path), fifo(tmp_path / "gate")
     async with running_gateway(path) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
         await gw.wait_for_event("upstream_state", upstream="hold", state="ready")
         old_pid = await pid_of(client)
         async with anyio.create_task_group() as tg:
             tg.start_soon(held.run, client)
             await held.reached()
-            write_config(path, [held_upstream("2")], server=HTTP)  # its environment changed: restarted
+            write_config(path, [gated_held_upstream(gate, "2")], server=HTTP)  # another command: replaced
             gw.process.send_signal(signal.SIGHUP)
             reloaded = await gw.wait_for_event("config_reloaded")
             assert (reloaded["stopped"], reloaded["started"]) == (["hold"], ["hold"])
+            assert reloaded["serving_until_replaced"] == ["hold"]
+            assert await pid_of(client) == old_pid  # its successor cannot start yet: the old one serves
+            await open_fifo(gate, os.O_WRONLY)  # the successor starts now
+            await gw.wait_for_event("upstream_replaced", upstream="hold")
+            new_pid = await pid_of(client)  # new requests go to the new server from now on
+            assert new_pid != old_pid
             draining = await gw.wait_for_event("upstream_draining", upstream="hold")
             assert draining["in_flight"] == 1
-            await gw.wait_for_event("upstream_state", upstream="hold", state="ready")  # the new connection
-            new_pid = await pid_of(client)  # new requests go to the new server meanwhile
-            assert new_pid != old_pid
             assert not held.done.is_set()
             await held.release()
         assert held.outcome == f"held by {old_pid}"  # answered by the server it was sent to
         drained = await gw.wait_for_event("upstream_drained", upstream="hold")
         assert (drained["finished"], drained["cut"]) == (True, 0)
-        await gw.wait_for_event("upstream_state", upstream="hold", state="stopped")  # the old one, once drained
+        await gw.wait_for_event("upstream_state", upstream="hold", state="stopped", retiring=True)
         assert process_gone(old_pid)
         assert await pid_of(client) == new_pid
 
@@ -96,7 +115,11 @@ async def test_a_reload_that_removes_an_upstream_lets_its_request_finish(tmp_pat
             write_config(path, [held_upstream("1", "other")], server=HTTP)
             gw.process.send_signal(signal.SIGHUP)
             reloaded = await gw.wait_for_event("config_reloaded")
-            assert (reloaded["stopped"], reloaded["kept"]) == (["hold"], ["other"])
+            assert (reloaded["stopped"], reloaded["kept"], reloaded["serving_until_replaced"]) == (
+                ["hold"],
+                ["other"],
+                [],
+            )
             await gw.wait_for_event("upstream_draining", upstream="hold")
             with pytest.raises(MCPError, match="hold__pid"):  # gone from the catalog at once
                 await pid_of(client)
@@ -120,3 +143,27 @@ async def test_a_request_still_in_flight_when_the_grace_ends_is_cut(tmp_path: Pa
             with anyio.fail_after(30):
                 await held.done.wait()
         assert "went away" in held.outcome or "stopped" in held.outcome, held.outcome
+
+
+async def test_a_question_to_the_client_goes_by_connection_while_the_old_one_drains(tmp_path: Path) -> None:
+    """A reviewer: the requests with an upstream were counted by its name, which the old and the new
+    connection share, so a prompt of the new server that asked the client was refused ("2 client requests
+    are in flight to this server") while another client's request finished on the old one."""
+    path = write_config(tmp_path / "c.toml", [held_upstream("1", protocol="legacy")], server=HTTP)
+    held = HeldRequest(tmp_path)
+    async with (
+        running_gateway(path) as gw,
+        Client(f"{gw.url}/mcp", mode="legacy", cache=None) as first,
+        Client(f"{gw.url}/mcp", mode="legacy", cache=None, elicitation_callback=who) as second,
+    ):
+        await gw.wait_for_event("upstream_state", upstream="hold", state="ready")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(held.run, first)
+            await held.reached()
+            write_config(path, [held_upstream("2", protocol="legacy")], server=HTTP)
+            gw.process.send_signal(signal.SIGHUP)
+            await gw.wait_for_event("upstream_replaced", upstream="hold")
+            new_pid = await pid_of(second)
+            assert text(await second.get_prompt("hold__who")) == f"Ada asked by {new_pid}"
+            await held.release()
+        assert held.outcome.startswith("held by ")

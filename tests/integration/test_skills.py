@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -352,3 +353,28 @@ async def test_the_operator_pages_explain_form_explains_skills_as_the_command_do
             cli = await anyio.run_process([*gateway_command(config, "explain"), name], cwd=ROOT, check=False)
             assert page.text.strip() == cli.stdout.decode().strip()
             assert "hides it" in page.text
+
+
+async def test_removing_the_last_skills_upstream_tells_clients_their_skills_changed(tmp_path: Path) -> None:
+    """A reviewer: with no skills left to serve, a reload that removed their folder sent no
+    ``resources/list_changed`` (whether to send it was asked of what is served now), and clients kept
+    listing skills that were gone. A session told of resources at its start is told of their change."""
+    root = skills_folder(tmp_path / "repo")
+    http = {"transport": "http", "port": 0}
+    config = write_config(
+        tmp_path / "c.toml", [files_upstream(root, "skills"), sdk_upstream("dyn", "dynamic")], server=http
+    )
+    resources = ListChangedWatcher(t.ResourceListChangedNotification)
+    async with (
+        running_gateway(config) as gateway,
+        Client(f"{gateway.url}/mcp", mode="legacy", cache=None, message_handler=resources) as client,
+    ):
+        assert [s["uri"] for s in (await call(client, "skills/list", {}))["skills"]] == [
+            "skill://team/pdf-processing/SKILL.md"
+        ]
+        write_config(config, [sdk_upstream("dyn", "dynamic")], server=http)
+        gateway.process.send_signal(signal.SIGHUP)
+        await gateway.wait_for_event("config_reloaded")
+        await resources.wait(30)
+        with pytest.raises(MCPError, match="skills/list"):  # no skill is served: the extension's methods go
+            await call(client, "skills/list", {})

@@ -4,8 +4,9 @@
 writing, which blocks until the test opens it for reading: the test then knows for sure the request has
 reached this server. It then opens ``release`` for reading, which blocks until the test opens it for
 writing, and answers with this server's process id. ``pid`` answers with the process id at once, so a
-test can tell which of two generations of the server a request reached. The waits run in a worker
-thread: the server goes on answering everything else meanwhile.
+test can tell which of two generations of the server a request reached; ``who`` asks the client for a
+name (``elicitation/create``, in the request's own handshake-era session) and answers with it and the
+process id. The waits run in a worker thread: the server goes on answering everything else meanwhile.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ PROMPTS = [
         arguments=[t.PromptArgument(name="entered", required=True), t.PromptArgument(name="release", required=True)],
     ),
     t.Prompt(name="pid", description="answers with the server's process id"),
+    t.Prompt(name="who", description="asks the client for a name"),
 ]
 
 
@@ -49,6 +51,13 @@ async def get_prompt(ctx: ServerRequestContext, params: t.GetPromptRequestParams
         return text_result(f"held by {os.getpid()}")
     if params.name == "pid":
         return text_result(str(os.getpid()))
+    if params.name == "who":
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+        try:
+            answer = await ctx.session.elicit_form("Who are you?", schema, related_request_id=ctx.request_id)
+        except MCPError as exc:
+            return text_result(f"refused by {os.getpid()}: {exc.error.message}")
+        return text_result(f"{(answer.content or {}).get('name')} asked by {os.getpid()}")
     raise MCPError(code=-32602, message=f"Unknown prompt: {params.name}")
 
 

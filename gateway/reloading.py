@@ -1,0 +1,161 @@
+"""A new config applied in place (``Gateway.reload``: ``SIGHUP``, ``serve --watch``): the gateway's part
+that moves from one config to the next, apart from what builds each piece (``app.py``).
+
+Upstreams are started, stopped or replaced only where their connection settings changed. A replaced
+upstream's new connection starts at once; the old one, if it was serving, goes on serving every request
+until the new one has made its first attempt (connected, or failed once), so a reload that restarts a
+server costs its clients no gap ("still starting", its prompts missing from a listing). Then the catalog
+takes the new connection, clients are told, and the old one's requests in flight get up to
+``shutdown_grace_s`` to finish before it is stopped (``sources/retiring.py``). An upstream removed leaves
+the catalog at once, its requests in flight finishing the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from gateway.catalog.catalog import Catalog
+from gateway.catalog.policy import Rules
+from gateway.cluster.replicas import NoCluster, RedisCluster
+from gateway.config import Config, FilesUpstream, HttpUpstream, StdioUpstream
+from gateway.frontend.debounce import ListChangedDebouncer
+from gateway.identity.rate_limits import RateLimits
+from gateway.identity.views import ClaimViews
+from gateway.sources.retiring import hand_over, retire
+from gateway.sources.upstream import UpstreamBounds, UpstreamConnector
+
+if TYPE_CHECKING:
+    from gateway.sources.files.source import FilePromptSource
+
+log = structlog.get_logger("gateway.app")
+
+RESTART_ONLY = ("max_message_bytes", "max_requests_per_session", "shutdown_grace_s")
+"""``[gateway]`` settings a reload keeps as they were (a warning says so): the front end's bounds and the
+stop's grace are set as it starts."""
+
+
+@dataclass
+class Running:
+    """An upstream the gateway runs: its settings, its connector, the scope its run ends with."""
+
+    settings: StdioUpstream | HttpUpstream | FilesUpstream
+    connector: UpstreamConnector | FilePromptSource
+    scope: anyio.CancelScope
+
+
+class Reloading:
+    """``Gateway.reload`` and the replacing of upstreams it starts; the gateway's attributes it reads
+    and sets (``Gateway`` builds each piece)."""
+
+    config: Config
+    catalog: Catalog
+    cluster: NoCluster | RedisCluster
+    rate_limits: RateLimits
+    _running: dict[str, Running]
+    _serving_old: dict[str, UpstreamConnector]
+    """Namespaces whose replaced connection serves on until its successor's first attempt (above)."""
+    _tg: TaskGroup
+    _debouncer: ListChangedDebouncer
+    _secret: tuple[bytes, ...]
+    _viewers: dict[str, Rules]
+    _claim_views: ClaimViews
+
+    if TYPE_CHECKING:  # the gateway's (declared only: never in its way at run time)
+
+        def _start_upstream(
+            self, settings: StdioUpstream | HttpUpstream | FilesUpstream
+        ) -> UpstreamConnector | FilePromptSource: ...
+
+        def _bounds_for(self, settings: StdioUpstream | HttpUpstream | FilesUpstream) -> UpstreamBounds: ...
+
+        @staticmethod
+        def _secret_for(config: Config, previous: tuple[bytes, ...] | None) -> tuple[bytes, ...]: ...
+
+        @staticmethod
+        def _token_rules(config: Config) -> dict[str, Rules]: ...
+
+        def _build_catalog(self, config: Config) -> Catalog: ...
+
+        def _rate_limits(self, config: Config) -> RateLimits: ...
+
+        def _announce_change(self) -> None: ...
+
+    async def reload(self, new: Config) -> None:
+        """Apply a new config: upstreams are added, removed or replaced only where they changed."""
+        if new.server != self.config.server:
+            log.warning("reload_server_settings_ignored", reason="[server] changes take effect on restart")
+            new = new.model_copy(update={"server": self.config.server})
+        kept = {  # what the front end (and uvicorn's stop) took as they started
+            key: getattr(self.config.gateway, key)
+            for key in RESTART_ONLY
+            if getattr(new.gateway, key) != getattr(self.config.gateway, key)
+        }
+        for key in kept:
+            log.warning("reload_setting_ignored", setting=f"gateway.{key}", reason="takes effect on restart")
+        if kept:
+            new = new.model_copy(update={"gateway": new.gateway.model_copy(update=kept)})
+        wanted = {u.namespace: u for u in new.upstreams}
+        stopped = [
+            ns
+            for ns, running in self._running.items()
+            if ns not in wanted or wanted[ns].connection != running.settings.connection
+        ]
+        for namespace in stopped:
+            old = self._running.pop(namespace)
+            serves_on = (  # (an earlier connection may serve still: that one goes on until this reload's settles)
+                namespace in wanted
+                and namespace not in self._serving_old
+                and isinstance(old.connector, UpstreamConnector)
+                and old.connector.ready
+            )
+            if serves_on:
+                assert isinstance(old.connector, UpstreamConnector)  # noqa: S101 - (just checked)
+                self._serving_old[namespace] = old.connector
+            self._tg.start_soon(self._replace, namespace, old, serves_on)
+        self.config = new  # (what the upstreams started below, and the kept ones' new bounds, are made from)
+        for namespace, running in self._running.items():  # a new policy or overrides: no reconnect needed
+            running.settings = wanted[namespace]
+            if isinstance(running.connector, UpstreamConnector):  # [gateway]'s restart and in-flight bounds
+                running.connector.retune(**self._bounds_for(running.settings))
+        started = [self._start_upstream(u) for u in new.upstreams if u.namespace not in self._running]
+        self._secret = self._secret_for(new, self._secret)
+        self._debouncer.delay_s = new.gateway.list_changed_debounce_s
+        self._viewers = self._token_rules(new)
+        self._claim_views = ClaimViews(new.server.views, new.gateway.namespace_separator)
+        self.catalog = self._build_catalog(new)
+        self.rate_limits = self._rate_limits(new)
+        log.info(
+            "config_reloaded",
+            stopped=stopped,
+            started=[c.namespace for c in started],
+            kept=sorted(set(wanted) - {c.namespace for c in started}),
+            serving_until_replaced=sorted(self._serving_old),
+        )
+        # Told at once (a policy, a removed or renamed upstream): an upstream started here is announced
+        # when it is ready, as any other. Waiting for those to settle held back every session's
+        # list_changed, the next reload and a SIGTERM for up to their timeout_s.
+        self._debouncer.poke()
+        self._announce_change()
+        await self.cluster.announce_generation(new.digest)
+
+    def _connection_of(self, namespace: str) -> UpstreamConnector | FilePromptSource | None:
+        running = self._running.get(namespace)
+        return None if running is None else running.connector
+
+    async def _replace(self, namespace: str, old: Running, serves_on: bool) -> None:
+        """Stop ``old``: where it ``serves_on``, once its successor has made its first attempt (the
+        catalog then takes that one); then once its requests in flight are answered, within the grace."""
+        if serves_on:
+            await hand_over(lambda: self._connection_of(namespace))
+            if self._serving_old.get(namespace) is old.connector:
+                del self._serving_old[namespace]
+                self.catalog = self._build_catalog(self.config)
+                log.info("upstream_replaced", upstream=namespace)
+                self._debouncer.poke(namespace)
+                self._announce_change()
+        await retire(old.connector, old.scope, self.config.gateway.shutdown_grace_s)
