@@ -48,6 +48,11 @@ async def retire(connector: UpstreamConnector | FilePromptSource, scope: anyio.C
         log.info("upstream_draining", upstream=connector.namespace, in_flight=connector.in_flight, grace_s=grace_s)
         with anyio.move_on_after(grace_s) as waited:
             await connector.drained()
+        if connector.in_flight:
+            connector.cut_reason = (
+                "was replaced or removed by a reload, and its answer did not come within "
+                f"shutdown_grace_s ({grace_s} s)"
+            )
         log.info(
             "upstream_drained",
             upstream=connector.namespace,

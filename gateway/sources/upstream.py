@@ -97,6 +97,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._in_flight = 0  # requests with the server now: over the bound, refused at once (never queued)
         self._idle: anyio.Event | None = None  # set when the last request in flight ends, while one waits for it
+        self.cut_reason: str | None = None  # why its requests in flight end, when a reload ends it with them
         self._max_in_flight = max_in_flight
         self._on_progress = on_progress
         self._log = structlog.get_logger("gateway.upstream").bind(upstream=self.namespace)
@@ -259,7 +260,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
                 raise UpstreamUnavailable(self.namespace, f"answered {method} with HTTP {status}") from exc
             raise UpstreamRejected(self.namespace, exc.error) from exc
         except PeerClosed as exc:
-            reason = closed_reason(stream)
+            reason = self.cut_reason or closed_reason(stream)
             raise UpstreamUnavailable(self.namespace, reason or "went away before answering") from exc
         except RequestTimeout as exc:
             message = f"did not answer {method} within {self.settings.timeout_s}s"
