@@ -75,7 +75,8 @@ class Gateway(Reloading):
             before=lambda: self.cluster.catalog_changed(),
         )
         self._running: dict[str, Running] = {}
-        self._serving_old: dict[str, UpstreamConnector] = {}
+        self._serving_old: dict[str, Running] = {}
+        self._reloaded = anyio.Event()
         self._secret = self._secret_for(config, None)
         self._viewers = self._token_rules(config)
         self._claim_views = ClaimViews(config.server.views, config.gateway.namespace_separator)
@@ -107,7 +108,11 @@ class Gateway(Reloading):
 
     @property
     def connectors(self) -> tuple[UpstreamConnector | FilePromptSource, ...]:
-        return tuple(self._running[u.namespace].connector for u in self.config.upstreams)
+        """Each upstream's connection that serves (while a reload hands one over: the old one)."""
+        return tuple(self._serving_connection(u.namespace).connector for u in self.config.upstreams)
+
+    def _serving_connection(self, namespace: str) -> Running:
+        return self._serving_old.get(namespace) or self._running[namespace]
 
     def offers_completions(self) -> bool:
         """Whether ``completions`` is declared: when any configured upstream could offer them. A session
@@ -285,7 +290,7 @@ class Gateway(Reloading):
         sep = settings.namespace_separator
         mounts = [
             Mount(
-                self._serving_old.get(u.namespace) or self._running[u.namespace].connector,  # (reloading.py)
+                self._serving_connection(u.namespace).connector,  # (while a reload hands one over: reloading.py)
                 prefix=u.namespace + sep if u.prefix else "",
                 rules=Rules.of(u.policy, sep),
                 overrides=u.overrides,

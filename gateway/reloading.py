@@ -3,15 +3,20 @@ that moves from one config to the next, apart from what builds each piece (``app
 
 Upstreams are started, stopped or replaced only where their connection settings changed. A replaced
 upstream's new connection starts at once; the old one, if it was serving, goes on serving every request
-until the new one has made its first attempt (connected, or failed once), so a reload that restarts a
-server costs its clients no gap ("still starting", its prompts missing from a listing). Then the catalog
-takes the new connection, clients are told, and the old one's requests in flight get up to
-``shutdown_grace_s`` to finish before it is stopped (``sources/retiring.py``). An upstream removed leaves
-the catalog at once, its requests in flight finishing the same way.
+until the new one is ready, as a rolling deployment keeps the old version until the new one is up: a
+reload that restarts a server costs its clients no gap ("still starting", its prompts missing from a
+listing), and one whose new settings do not work (a mistyped command) leaves the old connection serving
+while the new one's failures are logged. Then the catalog takes the new connection, clients are told, and
+the old one's requests in flight get up to ``shutdown_grace_s`` to finish before it is stopped
+(``sources/retiring.py``). The old one stops serving sooner if its own connection is lost (its restart
+would only bring back the settings the reload replaced); a later reload that brings its settings back
+keeps it, and one that removes the upstream ends it. An upstream removed leaves the catalog at once, its
+requests in flight finishing the same way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -57,8 +62,10 @@ class Reloading:
     cluster: NoCluster | RedisCluster
     rate_limits: RateLimits
     _running: dict[str, Running]
-    _serving_old: dict[str, UpstreamConnector]
-    """Namespaces whose replaced connection serves on until its successor's first attempt (above)."""
+    _serving_old: dict[str, Running]
+    """Namespaces whose replaced connection serves on until its successor is ready (above)."""
+    _reloaded: anyio.Event
+    """Set (and replaced) at each reload: a hand-over's successor may have changed."""
     _tg: TaskGroup
     _debouncer: ListChangedDebouncer
     _secret: tuple[bytes, ...]
@@ -100,6 +107,7 @@ class Reloading:
         if kept:
             new = new.model_copy(update={"gateway": new.gateway.model_copy(update=kept)})
         wanted = {u.namespace: u for u in new.upstreams}
+        taken_back = self._settle_hand_overs(wanted)
         stopped = [
             ns
             for ns, running in self._running.items()
@@ -107,15 +115,10 @@ class Reloading:
         ]
         for namespace in stopped:
             old = self._running.pop(namespace)
-            serves_on = (  # (an earlier connection may serve still: that one goes on until this reload's settles)
-                namespace in wanted
-                and namespace not in self._serving_old
-                and isinstance(old.connector, UpstreamConnector)
-                and old.connector.ready
-            )
+            # (an earlier connection may serve still: that one goes on until this reload's is ready)
+            serves_on = namespace in wanted and namespace not in self._serving_old and old.connector.ready
             if serves_on:
-                assert isinstance(old.connector, UpstreamConnector)  # noqa: S101 - (just checked)
-                self._serving_old[namespace] = old.connector
+                self._serving_old[namespace] = old
             self._tg.start_soon(self._replace, namespace, old, serves_on)
         self.config = new  # (what the upstreams started below, and the kept ones' new bounds, are made from)
         for namespace, running in self._running.items():  # a new policy or overrides: no reconnect needed
@@ -135,7 +138,10 @@ class Reloading:
             started=[c.namespace for c in started],
             kept=sorted(set(wanted) - {c.namespace for c in started}),
             serving_until_replaced=sorted(self._serving_old),
+            taken_back=taken_back,
         )
+        self._reloaded.set()
+        self._reloaded = anyio.Event()
         # Told at once (a policy, a removed or renamed upstream): an upstream started here is announced
         # when it is ready, as any other. Waiting for those to settle held back every session's
         # list_changed, the next reload and a SIGTERM for up to their timeout_s.
@@ -143,16 +149,37 @@ class Reloading:
         self._announce_change()
         await self.cluster.announce_generation(new.digest)
 
+    def _settle_hand_overs(self, wanted: Mapping[str, StdioUpstream | HttpUpstream | FilesUpstream]) -> list[str]:
+        """Hand-overs a new config ends: an upstream removed stops serving from its old connection too;
+        one whose settings are back to what its old connection runs keeps that one (its successor is
+        stopped instead: a third process would hold what the first holds, a port or a lock). Those kept."""
+        taken_back = []
+        for namespace, old in list(self._serving_old.items()):
+            if namespace not in wanted:
+                del self._serving_old[namespace]
+            elif wanted[namespace].connection == old.settings.connection:
+                del self._serving_old[namespace]
+                successor = self._running.pop(namespace)
+                self._running[namespace] = old
+                self._tg.start_soon(retire, successor.connector, successor.scope, self.config.gateway.shutdown_grace_s)
+                taken_back.append(namespace)
+        return taken_back
+
     def _connection_of(self, namespace: str) -> UpstreamConnector | FilePromptSource | None:
         running = self._running.get(namespace)
         return None if running is None else running.connector
 
+    async def _reload_done(self) -> None:
+        await self._reloaded.wait()
+
     async def _replace(self, namespace: str, old: Running, serves_on: bool) -> None:
-        """Stop ``old``: where it ``serves_on``, once its successor has made its first attempt (the
-        catalog then takes that one); then once its requests in flight are answered, within the grace."""
+        """Stop ``old``: where it ``serves_on``, once its successor is ready (the catalog then takes that
+        one); then once its requests in flight are answered, within the grace."""
         if serves_on:
-            await hand_over(lambda: self._connection_of(namespace))
-            if self._serving_old.get(namespace) is old.connector:
+            await hand_over(old.connector, lambda: self._connection_of(namespace), self._reload_done)
+            if self._running.get(namespace) is old:
+                return  # taken back by a later reload
+            if self._serving_old.get(namespace) is old:
                 del self._serving_old[namespace]
                 self.catalog = self._build_catalog(self.config)
                 log.info("upstream_replaced", upstream=namespace)

@@ -272,6 +272,15 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
             return with_envelope(params, version=self.protocol_version, client_info=CLIENT_INFO)
         return without_envelope(params)
 
+    async def moved(self) -> None:
+        """Until its state next moves, or its ready connection is lost (``retiring.hand_over``)."""
+        await self._states.moved()
+
+    @property
+    def serving(self) -> bool:
+        """Ready, and its connection not known to be lost."""
+        return self._states.serving and self.ready
+
     @property
     def in_flight(self) -> int:
         """Requests with the server now."""

@@ -50,6 +50,7 @@ class UpstreamStates:
         self._on_moved = on_moved  # every other move (what shows states, the operator page, follows them)
         self._settled = anyio.Event()
         self._ready_again = anyio.Event()
+        self._moved = anyio.Event()  # set (and replaced) at each move, and when a ready connection is lost
         self._loss_announced = False
 
     def enter(self, state: State, **details: Any) -> None:
@@ -69,6 +70,8 @@ class UpstreamStates:
         if state == "ready":
             self._ready_again.set()
             self._ready_again = anyio.Event()
+        self._moved.set()
+        self._moved = anyio.Event()
         if (was_ready and not announced) or state == "ready":
             self._on_change(self._namespace, EVERY_LIST)
         elif self._on_moved is not None:
@@ -86,6 +89,8 @@ class UpstreamStates:
         with its wait), and the listing leaves it out from now on: a list_changed then would come late."""
         if self.state == "ready" and not self._loss_announced:
             self._loss_announced = True
+            self._moved.set()
+            self._moved = anyio.Event()
             self._on_change(self._namespace, EVERY_LIST)
 
     async def settled(self) -> None:
@@ -95,6 +100,15 @@ class UpstreamStates:
     async def ready_again(self) -> None:
         """Until the next time the upstream becomes ready."""
         await self._ready_again.wait()
+
+    @property
+    def serving(self) -> bool:
+        """Ready, its connection not lost."""
+        return self.state == "ready" and not self._loss_announced
+
+    async def moved(self) -> None:
+        """Until its next move (or the loss of its ready connection)."""
+        await self._moved.wait()
 
 
 def no_one(_namespace: str, _lists: Lists = EVERY_LIST) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp import Client, MCPError
 
@@ -170,3 +171,56 @@ async def test_a_question_to_the_client_goes_by_connection_while_the_old_one_dra
             assert text(await second.get_prompt("hold__who")) == f"Ada asked by {new_pid}"
             await held.release()
         assert held.outcome.startswith("held by ")
+
+
+async def test_a_replacement_that_does_not_come_up_leaves_the_old_one_serving_until_taken_back(
+    tmp_path: Path,
+) -> None:
+    """A reviewer: a mistyped command in a reload stopped a working server (the hand-over ended at its
+    successor's first failure), and bringing the old settings back started a third process. The old one
+    serves, and says so to /readyz, until a successor is ready; a reload back to its settings keeps it."""
+    path = write_config(tmp_path / "c.toml", [held_upstream("1")], server=HTTP, gateway={"restart_initial_s": 0.05})
+    broken = held_upstream("2", args=["-c", "raise SystemExit(3)"])
+    async with (
+        running_gateway(path) as gw,
+        Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client,
+        httpx.AsyncClient(timeout=30) as http,
+    ):
+        await gw.wait_for_event("upstream_state", upstream="hold", state="ready")
+        old_pid = await pid_of(client)
+        write_config(path, [broken], server=HTTP, gateway={"restart_initial_s": 0.05})
+        gw.process.send_signal(signal.SIGHUP)
+        await gw.wait_for_event("config_reloaded")
+        for _ in range(2):  # the successor fails, is restarted, fails again
+            await gw.wait_for_event("upstream_state", upstream="hold", state="backing-off")
+        assert await pid_of(client) == old_pid
+        ready = await http.get(f"{gw.url}/readyz")
+        assert (ready.status_code, ready.json()["upstreams"]) == (200, {"hold": "ready"})
+        write_config(path, [held_upstream("1")], server=HTTP, gateway={"restart_initial_s": 0.05})
+        gw.process.send_signal(signal.SIGHUP)
+        reloaded = await gw.wait_for_event("config_reloaded")
+        assert (reloaded["taken_back"], reloaded["stopped"], reloaded["started"]) == (["hold"], [], [])
+        await gw.wait_for_event("upstream_state", upstream="hold", state="stopped")  # the successor
+        assert await pid_of(client) == old_pid
+
+
+async def test_an_old_connection_lost_during_the_hand_over_is_not_started_again(tmp_path: Path) -> None:
+    """A reviewer: an old connection that crashed while its successor started was restarted by its own
+    supervision, with the settings the reload replaced, and served again."""
+    path = write_config(tmp_path / "c.toml", [held_upstream("1")], server=HTTP, gateway={"restart_initial_s": 0.05})
+    gate = fifo(tmp_path / "gate")
+    async with running_gateway(path) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
+        await gw.wait_for_event("upstream_state", upstream="hold", state="ready")
+        old_pid = await pid_of(client)
+        write_config(path, [gated_held_upstream(gate, "2")], server=HTTP, gateway={"restart_initial_s": 0.05})
+        gw.process.send_signal(signal.SIGHUP)
+        await gw.wait_for_event("config_reloaded")
+        assert await pid_of(client) == old_pid
+        os.kill(old_pid, signal.SIGKILL)
+        await gw.wait_for_event("upstream_replaced", upstream="hold")  # at once: not when the successor is up
+        await gw.wait_for_event("upstream_state", upstream="hold", state="stopped", retiring=True)
+        with pytest.raises(MCPError, match="still starting"):
+            await pid_of(client)
+        await open_fifo(gate, os.O_WRONLY)
+        await gw.wait_for_event("upstream_state", upstream="hold", state="ready")
+        assert await pid_of(client) not in (old_pid, 0)
