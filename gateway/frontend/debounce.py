@@ -29,25 +29,22 @@ class ListChangedDebouncer:
         self._hub = hub
         self._metrics = metrics
         self._due = False
-        self._changed: set[str] | None = set()
-        self._lists: Lists = NO_LIST  # which of the clients' lists changed
+        self._changed: dict[str, Lists] | None = {}  # each upstream's lists that changed (None: anything)
         self._wake = anyio.Event()
 
     def poke(self, namespace: str | None = None, lists: Lists = EVERY_LIST) -> None:
         """An upstream's ``lists`` changed (``namespace``), or anything may have (None: a reload)."""
         self._due = True
-        self._lists |= EVERY_LIST if namespace is None else lists
         if namespace is None:
             self._changed = None
         elif self._changed is not None:
-            self._changed.add(namespace)
+            self._changed[namespace] = self._changed.get(namespace, NO_LIST) | lists
         self._wake.set()
 
     def forget(self) -> None:
         """Drop a pending fan-out (start-up: no client has seen a list yet, so nothing changed for anyone)."""
         self._due = False
-        self._changed = set()
-        self._lists = NO_LIST
+        self._changed = {}
 
     async def run(self) -> None:
         while True:
@@ -57,10 +54,10 @@ class ListChangedDebouncer:
             if not self._due:
                 continue  # forgotten while gathering
             self._due = False
-            changed, self._changed = self._changed, set()
-            lists, self._lists = self._lists, NO_LIST
+            changed, self._changed = self._changed, {}
             if self._before is not None:
                 await self._before()
-            sessions = self._hub.broadcast_list_changed(None if changed is None else frozenset(changed), lists)
+            sessions = self._hub.broadcast_list_changed(changed)
+            lists = EVERY_LIST if changed is None else NO_LIST.union(*changed.values())
             self._metrics.list_changed.inc(sessions)
             log.info("list_changed_broadcast", sessions=sessions, lists=sorted(lists))

@@ -4,7 +4,7 @@ per change it may see (``Hub``), and a listen stream's own wait for the next cha
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import anyio
@@ -95,29 +95,24 @@ class Hub:
     def __len__(self) -> int:
         return len(self._listeners)
 
-    def _may_see(self, viewer: Viewer | None, changed: frozenset[str]) -> bool:
-        if viewer is None or narrows_nothing(viewer) or self._sees is None:
-            return True
-        return self._sees(viewer, changed)
-
-    def broadcast_list_changed(self, changed: frozenset[str] | None = None, lists: Lists = EVERY_LIST) -> int:
-        """Tell every listener that may see something of the ``changed`` upstreams (None: any may have
-        changed) that these ``lists`` changed. A listener whose view shows nothing of them is not told: a
-        change it cannot see is none of its business, and the notification alone would say that something
-        hidden moved."""
+    def broadcast_list_changed(self, changed: Mapping[str, Lists] | None = None) -> int:
+        """Tell every listener which lists changed of the ``changed`` upstreams it may see something of
+        (the lists of each upstream by its namespace; None: anything may have changed). A listener is
+        told nothing of an upstream its view shows nothing of: a change it cannot see is none of its
+        business, and the notification alone would say that something hidden moved (a hidden upstream's
+        prompts changing beside a visible one's skills is no prompts/list_changed for it)."""
+        everything = EVERY_LIST if changed is None else NO_LIST.union(*changed.values())
         told = 0
         for listener in self._listeners:
             viewer = listener.viewer
-            if (
-                changed is not None
-                and viewer is not None
-                and not narrows_nothing(viewer)
-                and self._sees is not None
-                and not self._sees(viewer, changed)
-            ):
-                continue
-            listener.list_changed(lists)
-            told += 1
+            if changed is None or viewer is None or narrows_nothing(viewer) or self._sees is None:
+                lists = everything
+            else:
+                sees = self._sees
+                lists = NO_LIST.union(*(kinds for ns, kinds in changed.items() if sees(viewer, frozenset({ns}))))
+            if lists:
+                listener.list_changed(lists)
+                told += 1
         return told
 
     def close_subscriptions(self) -> None:

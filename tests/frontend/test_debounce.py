@@ -150,7 +150,7 @@ async def test_a_viewer_that_hides_nothing_is_told_of_a_prompt_that_became_visib
         hub.add(listener)  # type: ignore[arg-type]
     source.prompts.append({"name": "guide"})
     catalog.invalidate("a")
-    hub.broadcast_list_changed(frozenset({"a"}))
+    hub.broadcast_list_changed({"a": PROMPTS})
     assert (anonymous.told, person.told, limited.told) == (1, 1, 0)  # one that sees nothing of it still isn't
 
 
@@ -183,3 +183,36 @@ async def test_a_burst_is_announced_as_the_lists_it_changed() -> None:
         with anyio.fail_after(5):
             assert await skills_only.next_change() == SKILLS
             assert await prompts_only.next_change() == PROMPTS
+
+
+async def test_a_viewer_is_told_only_the_lists_of_the_upstreams_it_sees() -> None:
+    """A reviewer: a burst's lists were merged across upstreams before the viewer filter, so a viewer
+    that sees only an upstream whose skills changed was also told prompts/list_changed for a hidden
+    upstream's prompts (the notification alone said that something hidden moved)."""
+
+    class Told:
+        def __init__(self, viewer: Viewer | None) -> None:
+            self.viewer, self.lists = viewer, []  # type: list[frozenset[str]]
+
+        def list_changed(self, lists: frozenset[str] = EVERY_LIST) -> None:
+            self.lists.append(lists)
+
+    def sees(viewer: Viewer, namespaces: frozenset[str]) -> bool:
+        return any(viewer.may_allow_under(f"{namespace}__") for namespace in namespaces)
+
+    hub = Hub(sees=sees)
+    docs_only, everyone = Told(Rules(allow=("docs__*",))), Told(None)
+    hub.add(docs_only)
+    hub.add(everyone)
+    debouncer = ListChangedDebouncer(0.0, hub, Metrics())
+    async with running(debouncer):
+        debouncer.poke("docs", SKILLS)
+        debouncer.poke("eng", PROMPTS)
+        with anyio.fail_after(5):
+            while not everyone.lists:
+                await anyio.wait_all_tasks_blocked()
+        debouncer.poke("eng", PROMPTS)  # nothing it can see: it is not told at all
+        with anyio.fail_after(5):
+            while len(everyone.lists) < 2:
+                await anyio.wait_all_tasks_blocked()
+    assert (docs_only.lists, everyone.lists) == ([SKILLS], [EVERY_LIST, PROMPTS])
