@@ -254,8 +254,10 @@ class RedisCluster:
 
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = {"redis": "connected" if self._status.connected else "unavailable"}
-        if self._status.error is not None and not self._status.connected:
-            status["redis_error"] = self._status.error
+        if not self._status.connected:  # what was last heard of the others may no longer be so: not said
+            if self._status.error is not None:
+                status["redis_error"] = self._status.error
+            return status
         if self._epoch is not None:
             status["catalog_epoch"] = self._epoch
         if self._status.generations:

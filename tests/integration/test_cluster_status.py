@@ -68,3 +68,20 @@ async def test_readyz_speaks_of_the_replicas_alive_and_agrees_across_ports(tmp_p
             await c.process.wait()
             with anyio.fail_after(3 * HEARTBEAT_S + 2):
                 await until_replicas(http, a, 1)
+
+
+async def test_readyz_says_nothing_of_the_replicas_while_redis_is_down(tmp_path: Path) -> None:
+    """Found in the session notes: with Redis gone, /readyz went on showing the replicas and their
+    agreement as last heard, which may no longer be so."""
+    async with (
+        redis_server() as redis,
+        httpx.AsyncClient(timeout=20) as http,
+        replica(tmp_path, redis.url) as a,
+        replica(tmp_path, redis.url),
+    ):
+        await until_replicas(http, a, 2)
+        redis.process.kill()
+        await a.wait_for_event("redis_unavailable")
+        view = await cluster_view(http, a)
+    assert view["redis"] == "unavailable"
+    assert not {"replicas_agree", "config_generations", "catalog_epoch"} & set(view)
