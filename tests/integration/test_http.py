@@ -264,8 +264,10 @@ async def test_session_rules(tmp_path: Path) -> None:
         assert (
             await raw.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=with_session)
         ).status_code == 202
-        assert (await raw.post(url, json=listing, headers=auth_a)).status_code == 400  # no session id
-        assert (await raw.post(url, json=listing, headers={**auth_a, "Mcp-Session-Id": "nope"})).status_code == 404
+        no_session = await raw.post(url, json=listing, headers=auth_a)
+        assert (no_session.status_code, no_session.json()["id"]) == (400, listing["id"])  # under its id (was null)
+        unknown = await raw.post(url, json=listing, headers={**auth_a, "Mcp-Session-Id": "nope"})
+        assert (unknown.status_code, unknown.json()["id"]) == (404, listing["id"])
         hijack = await raw.post(url, json=listing, headers={**auth_b, "Mcp-Session-Id": session_id})
         assert hijack.status_code == 404  # another token's session looks like no session at all
         bad_version = await raw.post(url, json=listing, headers={**with_session, "MCP-Protocol-Version": "1999-01-01"})

@@ -243,6 +243,15 @@ async def test_a_request_asking_for_a_stream_is_refused_with_its_status_before_a
         quick = await post(http, url, with_token(modern(6, "prompts/get", name="rich__voice")), **get)
         assert (quick.status_code, quick.headers["content-type"]) == (200, "application/json")
         check("2026-07-28", "GetPromptResultResponse", quick.json())
+        # refused by its HTTP status once its body was read: under its id (it was null)
+        listen = {
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "subscriptions/listen",
+            "Accept": "application/json",
+        }
+        body = modern(8, "subscriptions/listen", notifications={"promptsListChanged": True})
+        not_acceptable = await post(http, url, body, **listen)
+        assert (not_acceptable.status_code, not_acceptable.json()["id"]) == (406, 8), not_acceptable.text
 
 
 async def test_a_listen_stream_over_http_is_tagged_and_closed_by_the_client(tmp_path: Path) -> None:

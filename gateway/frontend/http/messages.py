@@ -50,6 +50,11 @@ def plain(status: int, message: str, *, request_id: RequestId | None = None, **h
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def refused(http: HttpRequest, status: int, message: str, **headers: str) -> JSONResponse:
+    """``plain`` under the id of the request the body held, once it was read (``REQUEST_ID_KEY``)."""
+    return plain(status, message, request_id=http.scope.get(REQUEST_ID_KEY), **headers)
+
+
 HEAD_WAIT_S = 0.05
 """How long a 413 waits for a body's first bytes to answer under its id (they usually came with the head)."""
 

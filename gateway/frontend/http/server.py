@@ -41,6 +41,7 @@ from gateway.frontend.http.messages import (
     decimal_header,
     headers_of,
     plain,
+    refused,
     wants_progress,
 )
 from gateway.frontend.http.sessions import (
@@ -227,7 +228,7 @@ class HttpFrontend(StatelessPath, LegacySsePath):
                 "goes in the request retried with inputResponses",
             )
         if version is not None and version not in HANDSHAKE_VERSIONS:
-            return plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
+            return refused(request, 400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
         if isinstance(message, Request) and message.method == "initialize":
             return await self._initialize(message, principal)
         session = await self.store.lookup(request, principal, headers_of(request).get("mcp-session-id"))
@@ -235,7 +236,7 @@ class HttpFrontend(StatelessPath, LegacySsePath):
             return session
         if isinstance(message, Request) and wants_progress(message) and accepts(request, "text/event-stream"):
             if self.store.task_group is None:
-                return plain(503, "Service Unavailable: shutting down")
+                return refused(request, 503, "Service Unavailable: shutting down")
             return self._stream(session, self._answer_events(lambda notify: self._serve_one(session, message, notify)))
         items = in_batch(message).items if isinstance(message, Batch) else (message,)
         answers = await self._serve_items(session, items)
@@ -246,7 +247,7 @@ class HttpFrontend(StatelessPath, LegacySsePath):
         return JsonAnswer(dumps(answers[0]))
 
     async def _initialize(self, message: Request, principal: Identity | None) -> Response:
-        session = self.store.new_session(principal, legacy=False)
+        session = self.store.new_session(principal, legacy=False, request_id=message.id)
         if isinstance(session, Response):
             return session
         answers = await self._serve_items(session, (message,))
@@ -255,7 +256,8 @@ class HttpFrontend(StatelessPath, LegacySsePath):
             self.store.end(session, "initialize failed")
             return JSONResponse(answers[0] if answers else None)
         if self.store.sessions.pop(session.id, None) is None:  # ended while it initialized (shutting down, evicted)
-            return plain(503, "Service Unavailable: the session ended while it initialized", **{"Retry-After": "1"})
+            ended = "Service Unavailable: the session ended while it initialized"
+            return plain(503, ended, request_id=message.id, **{"Retry-After": "1"})
         now = time.time()
         sealed = self.store.ids.issue(
             protocol_version=negotiated.protocol_version,

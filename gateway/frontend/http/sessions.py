@@ -23,7 +23,7 @@ from starlette.responses import Response
 from gateway.cluster.replicas import NoCluster, RedisCluster, session_key
 from gateway.cluster.session_ids import Negotiated, SealedState, SessionIds
 from gateway.config import ServerSettings
-from gateway.frontend.http.messages import plain
+from gateway.frontend.http.messages import plain, refused
 from gateway.identity.fair_share import FairShare
 from gateway.identity.principal import Identity, key_of
 from gateway.inbound import InboundRequests, Notify
@@ -32,6 +32,7 @@ from gateway.protocol.jsonrpc import (
     ErrorResponse,
     Notification,
     Request,
+    RequestId,
     decode,
     dumps,
     encode,
@@ -222,7 +223,12 @@ class SessionStore:
             log.info("session_ended", session=session.id[:8], reason=reason)
 
     def new_session(
-        self, principal: Identity | None, *, legacy: bool, session_id: str | None = None
+        self,
+        principal: Identity | None,
+        *,
+        legacy: bool,
+        session_id: str | None = None,
+        request_id: RequestId | None = None,
     ) -> HttpSession | Response:
         if self._session_share.refusal(principal) is not None:
             self.expire_idle()
@@ -230,7 +236,8 @@ class SessionStore:
             self.make_room(principal)
         refusal = self._session_share.refusal(principal)
         if refusal is not None:
-            return plain(503, f"Service Unavailable: too many sessions ({refusal})", **{"Retry-After": "5"})
+            too_many = f"Service Unavailable: too many sessions ({refusal})"
+            return plain(503, too_many, request_id=request_id, **{"Retry-After": "5"})
         self._session_share.acquire(principal)
         session_id = session_id or secrets.token_urlsafe(32)  # sealed once initialize has answered
         events = EventLog(max_events=1024 if legacy else 256, epoch=self.cluster.epoch)
@@ -266,7 +273,7 @@ class SessionStore:
         self, request: HttpRequest, principal: Identity | None, session_id: str | None
     ) -> HttpSession | Response:
         if not session_id:
-            return plain(400, "Bad Request: Mcp-Session-Id header is required")
+            return refused(request, 400, "Bad Request: Mcp-Session-Id header is required")
         session = self.sessions.get(session_id)
         if session is None:
             resumed = await self.resume(session_id, principal)
@@ -274,10 +281,10 @@ class SessionStore:
                 return resumed
             session = resumed
         if session is None or session.principal != principal:
-            return plain(404, "Session not found")
+            return refused(request, 404, "Session not found")
         if session.expires is not None and session.expires <= time.time():  # session_ttl_s, wherever it is
             self.end(session, "expired")
-            return plain(404, "Session not found")
+            return refused(request, 404, "Session not found")
         session.last_seen = time.monotonic()
         await self.share_activity(session)
         return session

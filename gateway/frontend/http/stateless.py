@@ -19,7 +19,7 @@ from gateway.frontend.http.messages import (
     headers_of,
     modern_answer,
     no_notify,
-    plain,
+    refused,
     sse_response,
     wants_progress,
 )
@@ -52,11 +52,13 @@ class StatelessPath(HttpPaths):
         refusal = (self._stream_share if streamed else self._request_share).refusal(principal)
         if refusal is not None:
             kind = "streams open" if streamed else "requests in flight"
-            return plain(503, f"Service Unavailable: too many {kind} ({refusal})", **{"Retry-After": "5"})
+            return refused(http, 503, f"Service Unavailable: too many {kind} ({refusal})", **{"Retry-After": "5"})
         if streamed and not accepts(http, "text/event-stream"):
-            return plain(406, "Not Acceptable: this answer is a stream; the client must accept text/event-stream")
+            return refused(
+                http, 406, "Not Acceptable: this answer is a stream; the client must accept text/event-stream"
+            )
         if streamed and self.store.task_group is None:
-            return plain(503, "Service Unavailable: shutting down")
+            return refused(http, 503, "Service Unavailable: shutting down")
         if streamed:
             return await self._streamed(http, request, principal, envelope)
         self._request_share.acquire(principal)
@@ -106,7 +108,7 @@ class StatelessPath(HttpPaths):
         finally:
             watch.stop()
         if first is None:
-            return plain(503, "Service Unavailable: shutting down")
+            return refused(http, 503, "Service Unavailable: shutting down")
         if answers and not told:  # the first frame is the answer itself
             await body.aclose()
             return modern_answer(answers[0])
