@@ -16,7 +16,7 @@ import httpx
 import pytest
 from mcp import Client, MCPError
 
-from tests.integration.helpers import process_gone, running_gateway, sdk_upstream, write_config
+from tests.integration.helpers import demo_upstream, process_gone, running_gateway, sdk_upstream, write_config
 from tests.integration.test_client_requests import text, who
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -112,7 +112,8 @@ async def test_a_replaced_upstream_serves_until_its_successor_is_up_and_finishes
 
 
 async def test_a_reload_that_removes_an_upstream_lets_its_request_finish(tmp_path: Path) -> None:
-    path = write_config(tmp_path / "c.toml", [held_upstream("1"), held_upstream("1", "other")], server=HTTP)
+    other = demo_upstream("other", "writing")  # (a demo server: no SDK to import)
+    path = write_config(tmp_path / "c.toml", [held_upstream("1"), other], server=HTTP)
     held = HeldRequest(tmp_path)
     async with running_gateway(path) as gw, Client(f"{gw.url}/mcp", mode="legacy", cache=None) as client:
         await gw.wait_for_event("upstream_state", upstream="hold", state="ready")
@@ -120,7 +121,7 @@ async def test_a_reload_that_removes_an_upstream_lets_its_request_finish(tmp_pat
         async with anyio.create_task_group() as tg:
             tg.start_soon(held.run, client)
             await held.reached()
-            write_config(path, [held_upstream("1", "other")], server=HTTP)
+            write_config(path, [other], server=HTTP)
             gw.process.send_signal(signal.SIGHUP)
             reloaded = await gw.wait_for_event("config_reloaded")
             assert (reloaded["stopped"], reloaded["kept"], reloaded["serving_until_replaced"]) == (
@@ -144,7 +145,7 @@ async def test_a_request_still_in_flight_when_the_grace_ends_is_cut(tmp_path: Pa
         async with anyio.create_task_group() as tg:
             tg.start_soon(held.run, client)
             await held.reached()
-            write_config(path, [held_upstream("2")], server=HTTP)
+            write_config(path, [demo_upstream("other", "writing")], server=HTTP)  # removed (replaced: the same)
             gw.process.send_signal(signal.SIGHUP)
             drained = await gw.wait_for_event("upstream_drained", upstream="hold")
             assert (drained["finished"], drained["cut"]) == (False, 1)

@@ -46,8 +46,9 @@ def _open_and_close(path: str, flags: int) -> None:
 async def get_prompt(ctx: ServerRequestContext, params: t.GetPromptRequestParams) -> t.GetPromptResult:
     args = params.arguments or {}
     if params.name == "held":
-        await anyio.to_thread.run_sync(_open_and_close, args["entered"], os.O_WRONLY)
-        await anyio.to_thread.run_sync(_open_and_close, args["release"], os.O_RDONLY)
+        # (abandoned when the server stops: its end of input ends it, not a signal after a wait)
+        await anyio.to_thread.run_sync(_open_and_close, args["entered"], os.O_WRONLY, abandon_on_cancel=True)
+        await anyio.to_thread.run_sync(_open_and_close, args["release"], os.O_RDONLY, abandon_on_cancel=True)
         return text_result(f"held by {os.getpid()}")
     if params.name == "pid":
         return text_result(str(os.getpid()))
