@@ -203,8 +203,14 @@ class Catalog(Listing, Routing):
         return found
 
     def shows_any(self, namespaces: frozenset[str], viewer: Viewer | None) -> bool:
-        """Whether ``viewer`` may see something of any of these upstreams (a list_changed is for it)."""
-        return any(self.shows_upstream(i, viewer) for i, m in enumerate(self.mounts) if m.namespace in namespaces)
+        """Whether ``viewer`` may see something of any of these upstreams, now or after their change (a
+        list_changed is for it): what they last listed is judged, and so are the rules, which may allow a
+        name the change brought (a prompt added, a skill) where nothing listed before was visible."""
+        return any(
+            self.shows_upstream(i, viewer) or self._rules_may_show(i, viewer)
+            for i, m in enumerate(self.mounts)
+            if m.namespace in namespaces
+        )
 
     def shows_upstream(self, i: int, viewer: Viewer | None) -> bool:
         """Whether the caller may learn of upstream ``i`` (that it is down, say): some prompt it last
@@ -213,6 +219,11 @@ class Catalog(Listing, Routing):
         known = self._known_names[i]
         if known:
             return any(self._visible(i, local, mount.public_name(local), tags, viewer) for local, tags in known.items())
+        return self._rules_may_show(i, viewer)
+
+    def _rules_may_show(self, i: int, viewer: Viewer | None) -> bool:
+        """Whether the rules could show some name of upstream ``i`` (its own, the global, the viewer's)."""
+        mount = self.mounts[i]
         return (
             mount.rules.may_allow_under("")
             and self._policy.may_allow_under(mount.prefix)

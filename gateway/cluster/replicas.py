@@ -381,3 +381,4 @@ class RedisCluster:
         if self._status.connected or self._status.error is None:
             log.warning("redis_unavailable", error=str(exc) or type(exc).__name__, replica=self.replica)
         self._status.connected, self._status.error = False, str(exc) or type(exc).__name__
+        self._status.generations = {}  # heard before the outage: said again only once heard after it

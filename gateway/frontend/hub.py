@@ -102,14 +102,18 @@ class Hub:
         business, and the notification alone would say that something hidden moved (a hidden upstream's
         prompts changing beside a visible one's skills is no prompts/list_changed for it)."""
         everything = EVERY_LIST if changed is None else NO_LIST.union(*changed.values())
+        judged: dict[str, Lists] = {}  # by viewer: listeners share a few (a token's policy, a view)
         told = 0
         for listener in self._listeners:
             viewer = listener.viewer
             if changed is None or viewer is None or narrows_nothing(viewer) or self._sees is None:
                 lists = everything
+            elif (kept := judged.get(viewer.key)) is not None:
+                lists = kept
             else:
                 sees = self._sees
                 lists = NO_LIST.union(*(kinds for ns, kinds in changed.items() if sees(viewer, frozenset({ns}))))
+                judged[viewer.key] = lists
             if lists:
                 listener.list_changed(lists)
                 told += 1

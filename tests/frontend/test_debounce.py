@@ -216,3 +216,39 @@ async def test_a_viewer_is_told_only_the_lists_of_the_upstreams_it_sees() -> Non
             while len(everyone.lists) < 2:
                 await anyio.wait_all_tasks_blocked()
     assert (docs_only.lists, everyone.lists) == ([SKILLS], [EVERY_LIST, PROMPTS])
+
+
+@pytest.mark.anyio
+async def test_a_viewer_is_told_of_a_prompt_the_change_made_visible_beside_another_upstreams_skills() -> None:
+    """A reviewer: judged by what each upstream listed before the change, a viewer allowed ``a__guide``
+    (while ``a`` listed only a prompt it may not see) was told only of ``b``'s skills when ``a`` added
+    ``guide`` in the same burst, and never listed it. The rules that may show a name of it count too."""
+    from gateway.catalog.catalog import Catalog
+    from gateway.catalog.cursor import CursorCodec
+    from gateway.catalog.mounts import Mount
+    from gateway.testing import FakePromptSource
+
+    a, b = FakePromptSource("a", [{"name": "other"}]), FakePromptSource("b", [{"name": "x"}])
+    catalog = Catalog(
+        [Mount(a, prefix="a__", rules=Rules()), Mount(b, prefix="b__", rules=Rules())],
+        codec=CursorCodec(b"s" * 32),
+        generation="g",
+    )
+    viewer = Rules(allow=("a__guide", "b__*"))
+    assert [p["name"] for p in (await catalog.list_prompts(None, viewer=viewer))["prompts"]] == ["b__x"]
+    hub = Hub(sees=lambda viewer, namespaces: catalog.shows_any(namespaces, viewer))
+    told: list[frozenset[str]] = []
+
+    class Told:
+        def __init__(self, viewer: Viewer) -> None:
+            self.viewer = viewer
+
+        def list_changed(self, lists: frozenset[str] = EVERY_LIST) -> None:
+            told.append(lists)
+
+    hub.add(Told(viewer))
+    hub.add(Told(Rules(deny=("a__*",), allow=("b__*",))))  # sees nothing of a: b's skills only
+    a.prompts.append({"name": "guide"})
+    catalog.invalidate("a")
+    hub.broadcast_list_changed({"a": PROMPTS, "b": SKILLS})
+    assert sorted(told, key=len) == [SKILLS, EVERY_LIST]

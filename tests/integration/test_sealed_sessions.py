@@ -202,3 +202,22 @@ async def test_idle_expiry_across_replicas_follows_the_sessions_use_anywhere(tmp
                         await anyio.sleep(0.05)
             for gateway in (b, a):
                 assert (await call(http, f"{gateway.url}/mcp", session_id, "ping")).status_code == 404
+
+
+async def test_a_session_refused_where_it_would_resume_is_refused_under_its_requests_id(tmp_path: Path) -> None:
+    """A reviewer: a request that would resume its session on a replica with no room for it was answered
+    503 under id null, though its body had been read."""
+    async with (
+        running_gateway(config(tmp_path / "a.toml")) as a,
+        running_gateway(config(tmp_path / "b.toml", max_sessions=1)) as b,
+        httpx.AsyncClient(timeout=20) as http,
+    ):
+        held = (await http.post(f"{b.url}/mcp", json=INITIALIZE, headers=HTTP_HEADERS)).headers["mcp-session-id"]
+        stream = {**HTTP_HEADERS, "Accept": "text/event-stream", "Mcp-Session-Id": held}
+        async with http.stream("GET", f"{b.url}/mcp", headers=stream) as opened:  # (a session with a stream stays)
+            assert opened.status_code == 200
+            elsewhere = (await http.post(f"{a.url}/mcp", json=INITIALIZE, headers=HTTP_HEADERS)).headers[
+                "mcp-session-id"
+            ]
+            refused = await call(http, f"{b.url}/mcp", elsewhere, "prompts/list", id_=9)
+    assert (refused.status_code, refused.json()["id"]) == (503, 9), refused.text

@@ -15,6 +15,7 @@ from gateway.frontend.http.credentials_expiry import until_credentials_expire
 from gateway.frontend.http.messages import (
     plain,
     read_body,
+    refused,
     too_large,
 )
 from gateway.frontend.http.paths import HttpPaths
@@ -78,7 +79,7 @@ class LegacySsePath(HttpPaths):
         if isinstance(message, Response):
             return message
         if self.store.task_group is None:
-            return plain(503, "Service Unavailable: shutting down")
+            return refused(request, 503, "Service Unavailable: shutting down")
         self.store.task_group.start_soon(self._legacy_serve, session, message)
         return Response(status_code=202)
 

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from gateway.cluster.replicas import NoCluster, RedisCluster, session_key
 from gateway.cluster.session_ids import Negotiated, SealedState, SessionIds
 from gateway.config import ServerSettings
-from gateway.frontend.http.messages import plain, refused
+from gateway.frontend.http.messages import REQUEST_ID_KEY, plain, refused
 from gateway.identity.fair_share import FairShare
 from gateway.identity.principal import Identity, key_of
 from gateway.inbound import InboundRequests, Notify
@@ -276,7 +276,7 @@ class SessionStore:
             return refused(request, 400, "Bad Request: Mcp-Session-Id header is required")
         session = self.sessions.get(session_id)
         if session is None:
-            resumed = await self.resume(session_id, principal)
+            resumed = await self.resume(session_id, principal, request.scope.get(REQUEST_ID_KEY))
             if isinstance(resumed, Response):
                 return resumed
             session = resumed
@@ -299,9 +299,12 @@ class SessionStore:
         session.shared_activity = time.monotonic()
         await self.cluster.active(session.id, idle_s * 1.25)
 
-    async def resume(self, session_id: str, principal: Identity | None) -> HttpSession | Response | None:
+    async def resume(
+        self, session_id: str, principal: Identity | None, request_id: RequestId | None = None
+    ) -> HttpSession | Response | None:
         """The session a sealed id describes, made here (it began on another replica, or before a restart);
-        None when the id does not open, belongs to someone else, or its client ended it."""
+        None when the id does not open, belongs to someone else, or its client ended it. ``request_id``:
+        the request that asks for it, should it be refused (too many sessions here)."""
         now = time.time()
         if session_id in self._ended:
             return None
@@ -317,7 +320,7 @@ class SessionStore:
             return None
         if session_id in self.sessions:  # resumed by a concurrent request meanwhile
             return self.sessions[session_id]
-        session = self.new_session(principal, legacy=False, session_id=session_id)
+        session = self.new_session(principal, legacy=False, session_id=session_id, request_id=request_id)
         if isinstance(session, Response):
             return session
         session.endpoint.resume(state)
