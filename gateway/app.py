@@ -1,10 +1,10 @@
 """The composition root: builds upstream connectors, the catalog and the hub from a Config, owns the
 one task group everything runs in, and applies a new Config in place (hot reload).
 
-Leaving ``run_gateway`` stops every upstream (child processes included). ``Gateway.reload`` restarts
-only the upstreams whose settings changed (what the old connections have in flight is answered first:
-``sources/retiring.py``), rebuilds the catalog (policy, page size, cursor layout),
-keeps every client session connected and tells them all that the list changed.
+Leaving ``run_gateway`` stops every upstream (child processes included). ``Gateway.reload``
+(``reloading.py``) replaces only the upstreams whose settings changed, the old connection serving until
+its successor is ready, rebuilds the catalog (policy, page size, cursor layout), keeps every client
+session connected and tells them all that the list changed.
 """
 
 from __future__ import annotations

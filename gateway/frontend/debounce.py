@@ -9,7 +9,7 @@ import structlog
 
 from gateway.frontend.hub import Hub
 from gateway.observability.metrics import Metrics
-from gateway.protocol.lists import EVERY_LIST, NO_LIST, Lists
+from gateway.protocol.lists import EVERY_LIST, NO_LIST, Lists, united
 
 log = structlog.get_logger("gateway.app")
 
@@ -58,6 +58,5 @@ class ListChangedDebouncer:
             if self._before is not None:
                 await self._before()
             sessions = self._hub.broadcast_list_changed(changed)
-            lists = EVERY_LIST if changed is None else NO_LIST.union(*changed.values())
             self._metrics.list_changed.inc(sessions)
-            log.info("list_changed_broadcast", sessions=sessions, lists=sorted(lists))
+            log.info("list_changed_broadcast", sessions=sessions, lists=sorted(united(changed)))

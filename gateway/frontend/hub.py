@@ -10,7 +10,7 @@ from typing import Protocol
 import anyio
 
 from gateway.catalog.policy import ALLOW_ALL, Viewer
-from gateway.protocol.lists import EVERY_LIST, NO_LIST, PROMPTS, SKILLS, Lists
+from gateway.protocol.lists import EVERY_LIST, NO_LIST, PROMPTS, SKILLS, Lists, united
 
 
 class Listener(Protocol):
@@ -101,7 +101,7 @@ class Hub:
         told nothing of an upstream its view shows nothing of: a change it cannot see is none of its
         business, and the notification alone would say that something hidden moved (a hidden upstream's
         prompts changing beside a visible one's skills is no prompts/list_changed for it)."""
-        everything = EVERY_LIST if changed is None else NO_LIST.union(*changed.values())
+        everything = united(changed)
         judged: dict[str, Lists] = {}  # by viewer: listeners share a few (a token's policy, a view)
         told = 0
         for listener in self._listeners:

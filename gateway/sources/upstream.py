@@ -78,7 +78,8 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
         self._upstream_token = _upstream_token(settings)
         self.namespace = settings.namespace
         self._on_change = on_change
-        self._on_stale = on_stale or (lambda namespace: on_change(namespace, EVERY_LIST))  # (stale: see _stale)
+        # cached pages may be stale, but nothing changed for clients (without its own callback: told as a change)
+        self._on_stale = on_stale or (lambda namespace: on_change(namespace, EVERY_LIST))
         self._acknowledged = False  # a listen stream was acknowledged on this connection
         self._max_message_bytes = max_message_bytes
         self._backoff = backoff or Backoff()

@@ -70,8 +70,7 @@ class UpstreamStates:
         if state == "ready":
             self._ready_again.set()
             self._ready_again = anyio.Event()
-        self._moved.set()
-        self._moved = anyio.Event()
+        self._tell_moved()
         if (was_ready and not announced) or state == "ready":
             self._on_change(self._namespace, EVERY_LIST)
         elif self._on_moved is not None:
@@ -89,8 +88,7 @@ class UpstreamStates:
         with its wait), and the listing leaves it out from now on: a list_changed then would come late."""
         if self.state == "ready" and not self._loss_announced:
             self._loss_announced = True
-            self._moved.set()
-            self._moved = anyio.Event()
+            self._tell_moved()
             self._on_change(self._namespace, EVERY_LIST)
 
     async def settled(self) -> None:
@@ -109,6 +107,10 @@ class UpstreamStates:
     async def moved(self) -> None:
         """Until its next move (or the loss of its ready connection)."""
         await self._moved.wait()
+
+    def _tell_moved(self) -> None:
+        self._moved.set()
+        self._moved = anyio.Event()
 
 
 def no_one(_namespace: str, _lists: Lists = EVERY_LIST) -> None:
