@@ -181,10 +181,11 @@ class PromptService:
         modern: bool,
         ask: Ask | None = None,
         who: Identity | None = None,
+        skills_declared: bool = False,
     ) -> dict[str, Any]:
         """The result of a method both eras share, in the newest shape (``for_client`` adapts it). What
         reads the catalog first waits for upstreams still starting (bounded); discovery, like
-        ``initialize``, answers at once."""
+        ``initialize``, answers at once. ``skills_declared``: the session was told of skills at its start."""
         if method != "server/discover" and self._warm_up is not None:
             await self._warm_up()  # until upstreams in their first attempt have settled (short, bounded, at start)
         catalog = self._catalog()
@@ -210,7 +211,7 @@ class PromptService:
             if method == "prompts/list":
                 return await catalog.list_prompts(params, viewer=viewer)
             if method in _SKILLS:
-                return await serve_skills(catalog.skills, method, params, viewer=viewer)
+                return await serve_skills(catalog.skills, method, params, viewer=viewer, declared=skills_declared)
             if method == "prompts/get":
                 return await catalog.get_prompt(
                     params,

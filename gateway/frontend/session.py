@@ -90,6 +90,7 @@ class ClientSession:
             modern=False,
             ask=self._ask,
             who=self._who,
+            skills_declared=self._told_skills is True,
         )
         return for_client(method, result, self.protocol_version, SERVER_INFO)
 

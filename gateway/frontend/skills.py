@@ -6,7 +6,9 @@ The gateway declares the extension (with ``directoryRead``) and ``resources`` wh
 set to serve skills, to every client: the spec gates the methods on the server's declaration and gives
 clients no setting of their own, and a client that does not know the extension ignores the entry and
 sees skill files, if it lists resources, as the ordinary resources they are. Where no upstream serves
-skills nothing changes at all: no capability, and the methods are unknown (-32601).
+skills nothing changes at all: no capability, and the methods are unknown (-32601), except to a
+handshake-era session whose ``initialize`` declared them: what a session was told holds for its life,
+so once a reload removed the last skills upstream it lists none and finds none (not -32601).
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ def skill_capabilities() -> dict[str, Any]:
 
 
 async def serve_skills(
-    skills: SkillCatalog, method: str, params: dict[str, Any] | None, *, viewer: Viewer | None
+    skills: SkillCatalog, method: str, params: dict[str, Any] | None, *, viewer: Viewer | None, declared: bool
 ) -> dict[str, Any]:
-    if not skills.offered:
+    """``declared``: the client's session was told of the extension at its start (its methods stay)."""
+    if not skills.offered and not declared:
         raise MethodNotFound(f"Method not found: {shown(method)}")
     return await _HANDLERS[method](skills, params, viewer)

@@ -376,5 +376,15 @@ async def test_removing_the_last_skills_upstream_tells_clients_their_skills_chan
         gateway.process.send_signal(signal.SIGHUP)
         await gateway.wait_for_event("config_reloaded")
         await resources.wait(30)
-        with pytest.raises(MCPError, match="skills/list"):  # no skill is served: the extension's methods go
-            await call(client, "skills/list", {})
+        # A tester: the session was told of resources and skills at its start, and they then answered
+        # -32601. What a session was told holds for its life: it lists none and finds none.
+        assert (await call(client, "skills/list", {}))["skills"] == []
+        assert (await call(client, "resources/list", {}))["resources"] == []
+        assert (await call(client, "resources/templates/list", {}))["resourceTemplates"] == []
+        with pytest.raises(MCPError, match="Resource not found") as gone:
+            await call(client, "resources/read", {"uri": "skill://team/pdf-processing/SKILL.md"})
+        assert gone.value.error.code == -32602
+        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as later:  # never told: unknown
+            with pytest.raises(MCPError, match="skills/list") as unknown:
+                await call(later, "skills/list", {})
+            assert unknown.value.error.code == -32601
