@@ -272,3 +272,15 @@ def test_a_folder_named_like_a_tools_folder_among_commands_is_a_namespace(tmp_pa
     assert repository.prompts["README-2"].source == ".claude/skills/README/SKILL.md"  # no folder of its own to add
     commands = scan(tmp_path / ".claude" / "commands")
     assert sorted(commands.prompts) == ["README", "prompts-README", "skills-README"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["t/greet.md", ".claude/commands/greet.md", ".github/prompts/greet.prompt.md", ".claude/skills/greet/SKILL.md"],
+)
+def test_a_byte_order_mark_before_the_front_matter_is_not_text(path: str) -> None:
+    """A tester: Windows editors save UTF-8 with a BOM. The gateway's own template format then read no
+    front matter, served no description, and sent the BOM and the front matter to the model."""
+    prompt = parse_prompt_file(path, "\ufeff---\nname: greet\ndescription: Greets someone\n---\nHello there\n")
+    assert prompt.description == "Greets someone"
+    assert text(prompt).rstrip("\n") == "Hello there"

@@ -233,6 +233,7 @@ def parse_prompt_file(relative: str, text: str, directory_format: Format = "auto
         raise PromptFileError(f"{relative}: not a prompt file (*.md)")
     if len(text.encode()) > MAX_FILE_BYTES:
         raise PromptFileError(f"{relative}: over {MAX_FILE_BYTES} bytes")
+    text = text.removeprefix("\ufeff")  # a byte order mark (editors on Windows write one) is not text
     if kind != "template":
         return _tool_file(relative, text, kind)
     meta, body, body_line = _front_matter(relative, text)
