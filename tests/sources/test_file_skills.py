@@ -179,6 +179,33 @@ def test_a_skills_folder_served_itself_has_the_prompts_of_the_project_around_it(
     assert sorted(one.prompts) == ["CREATION-LOG", "pressure-1", "tdd"]
 
 
+def test_skill_files_in_no_skills_layout_are_said_not_dropped_without_a_word(tmp_path: Path) -> None:
+    """A tester cloned a skills repository's ``skills/`` folder and served it with ``skills_as =
+    "skills"``: its 17 SKILL.md files were neither skills nor prompts, and ``check`` said nothing."""
+    from gateway.config.upstreams import FilesUpstream
+    from gateway.sources.files.source import FilePromptSource
+
+    for name in ("docx", "pdf", "pptx", "xlsx", "zip"):
+        skill(tmp_path, name, front(name))
+    (tmp_path / "pdf/notes.md").write_text("notes\n")
+    said = {}
+    for skills_as in ("skills", "both", "prompts"):
+        settings = {"namespace": "x", "transport": "files", "path": str(tmp_path), "skills_as": skills_as}
+        source = FilePromptSource(FilesUpstream.model_validate(settings), on_change=print)
+        source._load()
+        assert source.skills == {}
+        said[skills_as] = source.notes
+    first = "docx/SKILL.md, pdf/SKILL.md, pptx/SKILL.md and 2 more"
+    assert said["skills"] == [f"{first}: not served: no skills layout holds them {LAYOUTS}"]
+    assert said["both"] == [f"{first}: served as prompts only: no skills layout holds them {LAYOUTS}"]
+    assert said["prompts"] == []  # skills are not asked for: nothing is missing
+
+
+LAYOUTS = (
+    "(.claude/skills/<name>/, a plugin's skills/<name>/, or path set to a .claude/skills folder; see docs/skills.md)"
+)
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("skills_as", "skill_edit", "command_edit"),

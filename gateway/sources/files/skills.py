@@ -84,6 +84,8 @@ class LocalSkill:
 class ScannedSkills:
     skills: dict[str, LocalSkill] = field(default_factory=dict)  # by skill path
     problems: dict[str, str] = field(default_factory=dict)  # by the SKILL.md's relative path
+    outside: list[str] = field(default_factory=list)  # the first SKILL.md files in no skills layout (said)
+    outside_count: int = 0
 
 
 class SkillFileError(Exception):
@@ -108,7 +110,12 @@ def scan_skills(root: Path, plugin: bool) -> ScannedSkills:
     total = 0
     whole_folder = resolved_root.parts[-2:] == (".claude", "skills")
     for count, (relative, skill_path) in enumerate(_skill_files(root, plugin=plugin, whole_folder=whole_folder)):
-        if count >= MAX_SKILLS:
+        if skill_path is None:
+            scanned.outside_count += 1
+            if len(scanned.outside) < 3:
+                scanned.outside.append(relative)
+            continue
+        if count - scanned.outside_count >= MAX_SKILLS:
             scanned.problems[relative] = f"{relative}: more than {MAX_SKILLS} skills; the rest are not served"
             break
         problem: str | None = None
@@ -131,8 +138,9 @@ def scan_skills(root: Path, plugin: bool) -> ScannedSkills:
     return scanned
 
 
-def _skill_files(root: Path, *, plugin: bool, whole_folder: bool) -> Iterator[tuple[str, str]]:
-    """(relative path of a SKILL.md, its skill path), in a stable order, symbolic links not followed."""
+def _skill_files(root: Path, *, plugin: bool, whole_folder: bool) -> Iterator[tuple[str, str | None]]:
+    """(relative path of a SKILL.md, its skill path: None where no skills layout holds it), in a stable
+    order, symbolic links not followed."""
     for directory, subdirectories, files in os.walk(root, followlinks=False):
         relative_dir = Path(directory).relative_to(root).as_posix()
         parts = [] if relative_dir == "." else relative_dir.split("/")
@@ -141,9 +149,7 @@ def _skill_files(root: Path, *, plugin: bool, whole_folder: bool) -> Iterator[tu
             subdirectories[:] = [d for d in subdirectories if d == "skills"]
         if SKILL_FILE not in files or not parts:
             continue
-        skill_path = _skill_path(parts, plugin=plugin, whole_folder=whole_folder)
-        if skill_path is not None:
-            yield f"{relative_dir}/{SKILL_FILE}", skill_path
+        yield f"{relative_dir}/{SKILL_FILE}", _skill_path(parts, plugin=plugin, whole_folder=whole_folder)
 
 
 def _skill_path(parts: list[str], *, plugin: bool, whole_folder: bool) -> str | None:

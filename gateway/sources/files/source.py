@@ -139,6 +139,16 @@ def scan(root: Path, directory_format: Format = "auto", *, skill_files: bool = T
     return scanned
 
 
+def _outside_note(first: list[str], count: int, skills_as: str) -> str:
+    """What is said of SKILL.md files no skills layout holds, which a tester saw vanish without a word."""
+    shown = ", ".join(first) + (f" and {count - len(first)} more" if count > len(first) else "")
+    served = "served as prompts only" if skills_as == "both" else "not served"
+    return (
+        f"{shown}: {served}: no skills layout holds {'it' if count == 1 else 'them'} (.claude/skills/<name>/, "
+        "a plugin's skills/<name>/, or path set to a .claude/skills folder; see docs/skills.md)"
+    )
+
+
 def _prompt_files(root: Path, directory_format: Format, scanned: Scanned, *, skill_files: bool) -> Iterator[str]:
     """The relative paths of the prompt files, in order, at most ``MAX_FILES`` (a problem says so)."""
     count = 0
@@ -298,6 +308,8 @@ class FilePromptSource:
             )
             found = scan_skills(self._root, plugin)
             skills = found.skills
+            if found.outside_count:
+                scanned.notes.append(_outside_note(found.outside, found.outside_count, self.settings.skills_as))
             if self.settings.skills_as == "skills":  # the scan left SKILL.md files out: they are no prompts
                 problems = {**problems, **found.problems}
             else:  # "both": the file is still a prompt (or a prompt problem of its own, kept beside)
