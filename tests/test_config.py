@@ -236,7 +236,19 @@ def test_relative_paths_are_the_config_files_folder_and_a_bare_command_is_looked
         ({"server": {"audit": {"fille": "a.jsonl"}}}, "server.audit.fille: unknown key (did you mean 'file'?)"),
         ({"colour": "blue"}, "colour: unknown key\n"),
         # only keys of the same section, never the key itself (a reviewer: "path: ... did you mean 'path'?")
-        ({"upstreams": [{"namespace": "a", "command": "x", "path": "p"}]}, "upstreams[0].path: unknown key\n"),
+        # a key of another transport says whose it is (a tester read "skills_as: unknown key" as a typo)
+        (
+            {"upstreams": [{"namespace": "a", "command": "x", "path": "p"}]},
+            "upstreams[0].path: unknown key for transport 'stdio': it is a key of transport = 'files' upstreams\n",
+        ),
+        (
+            {"upstreams": [{"namespace": "a", "command": "x", "skills_as": "skills"}]},
+            "skills_as: unknown key for transport 'stdio': it is a key of transport = 'files' upstreams\n",
+        ),
+        (
+            {"upstreams": [{"namespace": "a", "transport": "files", "path": "p", "url": "http://h/mcp"}]},
+            "url: unknown key for transport 'files': it is a key of transport = 'sse' or 'streamable-http' upstreams",
+        ),
         ({"server": {"watch": True}}, "server.watch: unknown key\n"),
         ({"upstreams": [{"namespace": "a", "transport": "files", "paht": "p"}]}, "(did you mean 'path'?)"),
     ],

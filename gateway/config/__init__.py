@@ -273,13 +273,24 @@ def _section_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
 
 
 def _did_you_mean(loc: tuple[int | str, ...]) -> str:
-    """A near key of the same section (``upstreams`` for ``upstream``), said after "unknown key"."""
+    """A near key of the same section (``upstreams`` for ``upstream``), said after "unknown key"; on an
+    upstream, the transports that have the key where its own has not (``skills_as`` on a stdio one)."""
     section, key = _section_at(loc), str(loc[-1])
     if section is None:
         return ""
+    if len(loc) == 4 and loc[0] == "upstreams" and isinstance(loc[2], str):
+        transports = _models_in(Config.model_fields["upstreams"].annotation)
+        having = sorted({str(tag) for tag, model in transports.items() if _has_key(model, key)})
+        if having:
+            kinds = " or ".join(repr(tag) for tag in having)
+            return f" for transport {loc[2]!r}: it is a key of transport = {kinds} upstreams"
     keys = {field.alias or name for name, field in section.model_fields.items()} - {key}
     close = difflib.get_close_matches(key, keys, n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _has_key(model: type[BaseModel], key: str) -> bool:
+    return any(key in (name, field.alias) for name, field in model.model_fields.items())
 
 
 UNREAD_SECRET = "(not read by this command: token {index})"  # noqa: S105 - a stand-in, never a credential
