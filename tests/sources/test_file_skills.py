@@ -65,6 +65,7 @@ def test_skills_that_the_spec_does_not_allow_are_left_out_with_the_reason(tmp_pa
     skill(tmp_path, ".claude/skills/plain", b"no front matter\n")
     skill(tmp_path, ".claude/skills/broken", b"---\nname: [broken\n---\n")
     skill(tmp_path, ".claude/skills/good", front("good"))
+    skill(tmp_path, ".claude/skills/numbered", b"---\nname: numbered\ndescription: 12345\n---\n")
     long = (
         "Use when " + "the task mentions an API " * 42
     )  # 1058 characters (YAML drops the last space), as a popular skill's
@@ -75,6 +76,8 @@ def test_skills_that_the_spec_does_not_allow_are_left_out_with_the_reason(tmp_pa
     problems = "\n".join(scanned.problems.values())
     assert ".claude/skills/no-name/SKILL.md: not served as a skill: its front matter has no name" in problems
     assert "the name 'not-other' is not its folder's ('other')" in problems
+    # a tester read "has no description" of a description YAML made a number
+    assert "numbered/SKILL.md: not served as a skill: its front matter's description is not text (12345" in problems
     assert "'Upper' breaks the Agent Skills naming rules" in problems
     assert "does not begin with YAML front matter" in problems
     assert "front matter is not valid YAML" in problems

@@ -208,7 +208,12 @@ def parse_frontmatter(data: bytes) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise SkillFileError("its front matter is not a mapping of keys to values")
     for key in ("name", "description"):
-        if not isinstance(meta.get(key), str) or not meta[key]:
+        value = meta.get(key)
+        if value is not None and value != "" and not isinstance(value, str):  # YAML read `12345` as a number
+            raise SkillFileError(
+                f"its front matter's {key} is not text ({value!r}: the spec requires strings; quote it)"
+            )
+        if not value:
             raise SkillFileError(f"its front matter has no {key} (the spec requires name and description)")
     problem = description_problem(meta["description"])
     if problem is not None:
