@@ -245,3 +245,20 @@ async def test_a_reread_says_which_lists_changed(
         ("team", frozenset(command_edit)),
         ("team", frozenset()),
     ]
+
+
+def test_a_skill_too_large_for_a_prompt_says_it_is_served_as_a_skill(tmp_path: Path) -> None:
+    """A tester: under ``skills_as = "both"`` a SKILL.md over the prompt files' bound was said to be
+    "broken", though it was served as a skill."""
+    from gateway.config.upstreams import FilesUpstream
+    from gateway.sources.files.source import FilePromptSource
+
+    skill(tmp_path, ".claude/skills/big", front("big") + b"x" * 300_000)
+    settings = {"namespace": "x", "transport": "files", "path": str(tmp_path), "skills_as": "both"}
+    source = FilePromptSource(FilesUpstream.model_validate(settings), on_change=print)
+    source._load()
+    assert (sorted(source.prompts), sorted(source.skills)) == ([], ["big"])
+    assert source.problems == {
+        ".claude/skills/big/SKILL.md": ".claude/skills/big/SKILL.md: over 262144 bytes "
+        "(not served as a prompt; served as a skill)"
+    }

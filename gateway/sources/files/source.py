@@ -314,6 +314,11 @@ class FilePromptSource:
                 problems = {**problems, **found.problems}
             else:  # "both": the file is still a prompt (or a prompt problem of its own, kept beside)
                 skill_problems = found.problems
+                served = {skill.source for skill in skills.values()}
+                problems = {  # a tester read "broken" of a skill that was served (as a skill)
+                    where: f"{problem} (not served as a prompt; served as a skill)" if where in served else problem
+                    for where, problem in problems.items()
+                }
         self.prompts, self.skills, self.problems, self.notes = prompts, skills, problems, scanned.notes
         self.skill_problems = skill_problems
         self.state = "ready"
