@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.sources.files.common import valid_name
-from gateway.sources.files.prompts import FilePrompt, parse_prompt_file
+from gateway.sources.files.prompts import FilePrompt, PromptFileError, parse_prompt_file
 from gateway.sources.files.source import scan
 
 
@@ -144,6 +144,29 @@ def test_a_command_offered_to_no_one_is_left_out_and_said(tmp_path: Path) -> Non
 def test_a_command_read_as_a_template_says_what_to_set(tmp_path: Path) -> None:
     write(tmp_path, "commands/fix.md", "Fix {{ broken $ARGUMENTS")
     assert 'format = "claude-code"' in scan(tmp_path).problems["commands/fix.md"]
+
+
+def test_commands_that_parse_as_templates_are_said_too(tmp_path: Path) -> None:
+    """A tester's clone of a commands collection (no ``.claude/commands``): the 9 files Jinja could not
+    parse said what to set, the 50 it could were served with ``$ARGUMENTS`` as written, unsaid."""
+    for name in ("a", "b", "c", "d"):
+        write(tmp_path, f"tools/{name}.md", f"Review $ARGUMENTS for {name}")
+    write(tmp_path, "plain.md", "Hello {{ who }}")
+    scanned = scan(tmp_path)
+    assert sorted(scanned.prompts) == ["a", "b", "c", "d", "plain"]
+    assert scanned.notes == [
+        "tools/a.md, tools/b.md, tools/c.md and 1 more: use $ARGUMENTS, which a template serves as written "
+        '(Claude Code commands? set format = "claude-code" on this upstream: docs/catalog.md)'
+    ]
+
+
+def test_a_templates_file_name_is_made_into_a_prompt_name(tmp_path: Path) -> None:
+    """A tester's ``résumé ✨.md`` was refused, where a VS Code file's ``Résumé Builder`` is made a name."""
+    prompt = parse_prompt_file("t/résumé ✨.md", "Write one for {{ who }}")
+    assert prompt.name == "resume"
+    assert prompt.note == "t/résumé ✨.md: its name 'résumé ✨' is served as 'resume'"
+    with pytest.raises(PromptFileError, match="name 'résumé ✨' must be"):  # one written in it is the author's
+        parse_prompt_file("t/r.md", "---\nname: résumé ✨\n---\nWrite one")
 
 
 def test_a_command_without_description_is_described_by_its_first_line() -> None:

@@ -238,9 +238,10 @@ def parse_prompt_file(relative: str, text: str, directory_format: Format = "auto
         return _tool_file(relative, text, kind)
     meta, body, body_line = _front_matter(relative, text)
     stem = relative.rsplit("/", 1)[-1].removesuffix(".md")
-    name = meta.get("name", stem)
+    name = meta.get("name", valid_name(stem))  # a file's name is made into one, as the tools' files' are
     if not isinstance(name, str) or not NAME.match(name):
         raise PromptFileError(f"{relative}:1: name {name!r} must be 1-128 of letters, digits, '_', '-', '.'")
+    note = f"{relative}: its name {stem!r} is served as {name!r}" if "name" not in meta and name != stem else None
     description = _text(relative, meta, "description")
     title = _text(relative, meta, "title")
     tags = _strings(relative, meta, "tags")
@@ -258,7 +259,7 @@ def parse_prompt_file(relative: str, text: str, directory_format: Format = "auto
     declared = {a.name for a in arguments}
     used = jinja2.meta.find_undeclared_variables(source) - declared - set(_ENVIRONMENT.globals)
     arguments += tuple(Argument(name, required=True) for name in sorted(used))
-    return FilePrompt(name, kind, body, relative, title, description, arguments, tags, template, attachments)
+    return FilePrompt(name, kind, body, relative, title, description, arguments, tags, template, attachments, note=note)
 
 
 def _tool_file(relative: str, text: str, kind: Kind) -> FilePrompt:

@@ -129,6 +129,9 @@ def scan(root: Path, directory_format: Format = "auto", *, skill_files: bool = T
             scanned.problems[relative] = f"{relative}: the name {prompt.name!r} is taken by {taken}"
         else:
             scanned.prompts[prompt.name] = prompt
+    commands = [p.source for p in scanned.prompts.values() if p.kind == "template" and "$ARGUMENTS" in p.body]
+    if commands:  # a tester's clone of a commands collection: 50 templates, $ARGUMENTS served as written
+        scanned.notes.append(_commands_note(sorted(commands)))
     for prompt in sorted(tool_files, key=lambda p: (p.source.count("/"), p.source)):  # the shallowest keeps its name
         name = _free_name(prompt, scanned.prompts, directory_format)
         if name != prompt.name:
@@ -137,6 +140,15 @@ def scan(root: Path, directory_format: Format = "auto", *, skill_files: bool = T
             prompt = dataclasses.replace(prompt, name=name)
         scanned.prompts[name] = prompt
     return scanned
+
+
+def _commands_note(sources: list[str]) -> str:
+    """What is said of templates that use Claude Code's ``$ARGUMENTS``, which a template leaves as written."""
+    shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
+    return (
+        f"{shown}: {'uses' if len(sources) == 1 else 'use'} $ARGUMENTS, which a template serves as written "
+        '(Claude Code commands? set format = "claude-code" on this upstream: docs/catalog.md)'
+    )
 
 
 def _outside_note(first: list[str], count: int, skills_as: str) -> str:
