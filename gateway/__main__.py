@@ -26,7 +26,7 @@ from gateway.importer.writer import import_client_config
 from gateway.observability.logs import configure_logging
 from gateway.observability.starting import telemetry_wanted
 from gateway.protocol.control_chars import escaped, json_text
-from gateway.protocol.errors import ConfigError, GatewayError
+from gateway.protocol.errors import ConfigError, GatewayError, UnknownPrompt
 from gateway.reports import check_command, list_command, say
 from gateway.serve_command import serve_command
 from gateway.serving import ensure_safe_exposure, listening_socket
@@ -123,7 +123,13 @@ async def _render(gateway_config: Config, name: str, pairs: Sequence[str], as_js
         try:
             result = await gateway.catalog.get_prompt({"name": name, "arguments": arguments})
         except GatewayError as exc:
-            say(f"prompt-gateway: {exc.message}", file=sys.stderr)
+            skills = (await gateway.catalog.skills.explanations([], name))[0] if isinstance(exc, UnknownPrompt) else []
+            said = (
+                f": it is the skill {skills[0].skill_uri}, served as a skill only (skills/get reads it)"
+                if skills
+                else ""
+            )
+            say(f"prompt-gateway: {exc.message}{said}", file=sys.stderr)
             return EXIT_UPSTREAM_FAILED
     if as_json:
         print(json_text(result, indent=2))

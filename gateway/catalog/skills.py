@@ -144,9 +144,10 @@ class SkillCatalog:
     async def explanations(
         self, layers: Sequence[Layer], name: str | None = None
     ) -> tuple[list[Explanation], list[str]]:
-        """Every skill (or those ``name`` names: its policy name, its SKILL.md's URI or its folder's)
-        explained for a caller whose requests go through the global policy and then ``layers``, as
-        ``_visible`` decides; and the skill upstreams that are not ready."""
+        """Every skill (or those ``name`` names: its policy name, its SKILL.md's URI, its folder's or one
+        of its files': a file is read by whoever sees its skill) explained for a caller whose requests go
+        through the global policy and then ``layers``, as ``_visible`` decides; and the skill upstreams
+        that are not ready."""
         everyone = [Layer("the global [policy]", self._policy), *layers]
         found: list[Explanation] = []
         unavailable: list[str] = []
@@ -158,7 +159,7 @@ class SkillCatalog:
             for skill in skills:
                 uri = skill_uri(namespace, skill.path, SKILL_FILE)
                 folder = skill_uri(namespace, skill.path, "")
-                if name is None or name in (mount.natural_name(skill.path), uri, folder, folder[:-1]):
+                if name is None or name in (mount.natural_name(skill.path), folder[:-1]) or name.startswith(folder):
                     found.append(explain_skill(mount, skill.path, uri, skill_tags(skill, mount), everyone))
         return found, unavailable
 

@@ -99,6 +99,17 @@ def test_a_skill_is_explained_by_its_policy_name_or_its_uri(tmp_path: Path) -> N
         1,
         "no upstream lists a prompt or a skill named 'team__pfd' (did you mean team__pdf, team__refunds?)",
     )
+    # a tester: one of a skill's files was "no upstream lists a prompt or a skill named ..."; it is read by
+    # whoever sees its skill, and render said "Unknown prompt" of a skill served as a skill only
+    form = explain(path, "skill://team/pdf/forms/w9.md")
+    assert "team__pdf: hidden  (the skill skill://team/pdf/SKILL.md of upstream team" in form.stdout, form.stderr
+    command = [sys.executable, "-m", "gateway", "render", "team__refunds", "--config", str(path)]
+    rendered = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, timeout=60)
+    assert rendered.returncode == 1
+    assert rendered.stderr.strip().splitlines()[-1] == (
+        "prompt-gateway: Unknown prompt: team__refunds: it is the skill skill://team/refunds/SKILL.md, "
+        "served as a skill only (skills/get reads it)"
+    )
 
 
 def test_a_hidden_prompt_names_the_policy_and_rule_that_hid_it(tmp_path: Path) -> None:
