@@ -262,3 +262,21 @@ def test_a_skill_too_large_for_a_prompt_says_it_is_served_as_a_skill(tmp_path: P
         ".claude/skills/big/SKILL.md": ".claude/skills/big/SKILL.md: over 262144 bytes "
         "(not served as a prompt; served as a skill)"
     }
+
+
+def test_front_matter_scalars_are_read_as_yaml_1_2_reads_them(tmp_path: Path) -> None:
+    """Hosts compare the entry with SKILL.md read by a YAML 1.2 parser (the reference implementation's
+    `yaml`; tests/interop compares with it): ``yes`` is text, ``010`` ten, ``1:20`` text, ``1e3`` a number."""
+    lines = "enabled: yes\nmode: 010\noctal: 0o17\nbig: 1e3\ntime: 1:20\ngrouped: 1_000\nflags: 0b11\nday: 2024-01-02"
+    skill(tmp_path, ".claude/skills/s", f"---\nname: s\ndescription: Scalars\n{lines}\n---\nBody\n".encode())
+    meta = scan_skills(tmp_path, plugin=False).skills["s"].frontmatter
+    assert {k: meta[k] for k in ("enabled", "mode", "octal", "big", "time", "grouped", "flags", "day")} == {
+        "enabled": "yes",
+        "mode": 10,
+        "octal": 15,
+        "big": 1000.0,
+        "time": "1:20",
+        "grouped": "1_000",
+        "flags": "0b11",
+        "day": "2024-01-02",
+    }

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import mimetypes
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,14 +94,41 @@ class SkillFileError(Exception):
 
 
 class _VerbatimLoader(yaml.SafeLoader):
-    """YAML as written: a date stays the text it is, since an entry's front matter is JSON and must
-    say what the file says (js-yaml, which hosts use to compare, would make it another type again)."""
+    """YAML as hosts read it: an entry's front matter is JSON and must say what the file says to the
+    YAML 1.2 parsers hosts compare it with (js-yaml, `yaml`), where PyYAML reads YAML 1.1: ``yes`` stays
+    the text it is (1.1: true), ``010`` is ten (1.1: eight), ``1:20`` text (1.1: eighty), ``0o17`` and
+    ``1e3`` numbers. A date stays the text it is too (js-yaml's default schema makes it no date)."""
 
 
+_YAML_1_1_ONLY = {f"tag:yaml.org,2002:{kind}" for kind in ("bool", "int", "float", "timestamp")}
 _VerbatimLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML_1_1_ONLY]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+for _tag, _pattern, _first in (  # the YAML 1.2 core schema's (yaml.org/spec/1.2.2, 10.3.2)
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    (
+        "float",
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        "-+.0123456789",
+    ),
+):
+    _VerbatimLoader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first))
+
+
+def _core_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    return int(text[2:], 8) if text.startswith("0o") else int(text, 16) if text.startswith("0x") else int(text, 10)
+
+
+def _core_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    text = str(loader.construct_scalar(node)).lower()
+    return float(text.replace(".inf", "inf").replace(".nan", "nan"))
+
+
+_VerbatimLoader.add_constructor("tag:yaml.org,2002:int", _core_int)
+_VerbatimLoader.add_constructor("tag:yaml.org,2002:float", _core_float)
 
 
 def scan_skills(root: Path, plugin: bool) -> ScannedSkills:
