@@ -39,6 +39,7 @@ from gateway.protocol.skills import (
     valid_name,
 )
 from gateway.sources.files.common import FRONT_MATTER
+from gateway.sources.files.misread import SHOWN
 
 MAX_SKILLS_BYTES = 256 * 1024 * 1024
 """Every skill of one directory together: they are held in memory, so what a folder can cost is bounded."""
@@ -140,7 +141,7 @@ def scan_skills(root: Path, plugin: bool) -> ScannedSkills:
     for count, (relative, skill_path) in enumerate(_skill_files(root, plugin=plugin, whole_folder=whole_folder)):
         if skill_path is None:
             scanned.outside_count += 1
-            if len(scanned.outside) < 3:
+            if len(scanned.outside) < SHOWN:
                 scanned.outside.append(relative)
             continue
         if count - scanned.outside_count >= MAX_SKILLS:

@@ -30,6 +30,7 @@ from gateway.protocol.errors import UpstreamRejected, UpstreamUnavailable
 from gateway.protocol.lists import EVERY_LIST, NO_LIST, PROMPTS, SKILLS, OnChange
 from gateway.sources.files.common import valid_name
 from gateway.sources.files.kinds import Format, format_of, kind_of
+from gateway.sources.files.misread import commands_note, outside_note
 from gateway.sources.files.prompts import (
     MAX_ATTACHMENT_BYTES,
     MAX_FILE_BYTES,
@@ -131,7 +132,7 @@ def scan(root: Path, directory_format: Format = "auto", *, skill_files: bool = T
             scanned.prompts[prompt.name] = prompt
     commands = [p.source for p in scanned.prompts.values() if p.kind == "template" and "$ARGUMENTS" in p.body]
     if commands:  # a tester's clone of a commands collection: 50 templates, $ARGUMENTS served as written
-        scanned.notes.append(_commands_note(sorted(commands)))
+        scanned.notes.append(commands_note(sorted(commands)))
     for prompt in sorted(tool_files, key=lambda p: (p.source.count("/"), p.source)):  # the shallowest keeps its name
         name = _free_name(prompt, scanned.prompts, directory_format)
         if name != prompt.name:
@@ -140,25 +141,6 @@ def scan(root: Path, directory_format: Format = "auto", *, skill_files: bool = T
             prompt = dataclasses.replace(prompt, name=name)
         scanned.prompts[name] = prompt
     return scanned
-
-
-def _commands_note(sources: list[str]) -> str:
-    """What is said of templates that use Claude Code's ``$ARGUMENTS``, which a template leaves as written."""
-    shown = ", ".join(sources[:3]) + (f" and {len(sources) - 3} more" if len(sources) > 3 else "")
-    return (
-        f"{shown}: {'uses' if len(sources) == 1 else 'use'} $ARGUMENTS, which a template serves as written "
-        '(Claude Code commands? set format = "claude-code" on this upstream: docs/catalog.md)'
-    )
-
-
-def _outside_note(first: list[str], count: int, skills_as: str) -> str:
-    """What is said of SKILL.md files no skills layout holds, which a tester saw vanish without a word."""
-    shown = ", ".join(first) + (f" and {count - len(first)} more" if count > len(first) else "")
-    served = "served as prompts only" if skills_as == "both" else "not served"
-    return (
-        f"{shown}: {served}: no skills layout holds {'it' if count == 1 else 'them'} (.claude/skills/<name>/, "
-        "a plugin's skills/<name>/, or path set to a .claude/skills folder; see docs/skills.md)"
-    )
 
 
 def _prompt_files(root: Path, directory_format: Format, scanned: Scanned, *, skill_files: bool) -> Iterator[str]:
@@ -321,7 +303,7 @@ class FilePromptSource:
             found = scan_skills(self._root, plugin)
             skills = found.skills
             if found.outside_count:
-                scanned.notes.append(_outside_note(found.outside, found.outside_count, self.settings.skills_as))
+                scanned.notes.append(outside_note(found.outside, found.outside_count, self.settings.skills_as))
             if self.settings.skills_as == "skills":  # the scan left SKILL.md files out: they are no prompts
                 problems = {**problems, **found.problems}
             else:  # "both": the file is still a prompt (or a prompt problem of its own, kept beside)
