@@ -16,7 +16,7 @@ import hashlib
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
@@ -202,8 +202,9 @@ def _key_path(loc: tuple[int | str, ...]) -> str:
 
 def _expand_upstreams(data: dict[str, Any], environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[int, str]]:
     """``data`` expanded, and why each upstream that names an unset variable cannot be started: that
-    upstream is kept as written (it is validated, never started) and fails alone, as a failing upstream
-    degrades only its own prompts. Anywhere else an unset variable is the whole config's error."""
+    upstream is kept as written (it is validated, never started; where it is invalid as written, as a
+    stand-in) and fails alone, as a failing upstream degrades only its own prompts. Anywhere else an
+    unset variable is the whole config's error."""
     upstreams = data.pop("upstreams", None)
     expanded = expand_variables(data, environ)
     unresolved: dict[int, str] = {}
@@ -219,6 +220,20 @@ def _expand_upstreams(data: dict[str, Any], environ: Mapping[str, str]) -> tuple
     elif upstreams is not None:
         expanded["upstreams"] = expand_variables(upstreams, environ, "upstreams")
     return expanded, unresolved
+
+
+_STAND_INS = {"stdio": {"command": "true"}, "files": {"path": "."}}
+
+
+def _stand_in(upstream: Any) -> Any:
+    """What an upstream that cannot start for an unset variable is validated as: what it says but the
+    keys that name a variable, with what its transport requires in their stead, never used (such an
+    upstream is never started). What else is wrong with it is still said."""
+    if not isinstance(upstream, dict):
+        return upstream
+    kept = {key: value for key, value in upstream.items() if "${" not in repr(value)}
+    required = _STAND_INS.get(str(kept.get("transport", "stdio")), {"url": "http://unresolved.invalid/mcp"})
+    return {**required, **kept}
 
 
 _TOML_KINDS = {
@@ -331,37 +346,51 @@ def parse_config(
     if folder is not None:
         expanded = anchored(expanded, folder)
     try:
-        config = Config.model_validate(expanded)
+        config = _validated(expanded, unresolved.keys())
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors(include_url=False):
-            loc = tuple(error["loc"])
-            if len(loc) > 1 and loc[0] == "upstreams" and isinstance(loc[1], int) and loc[1] in unresolved:
-                problem = unresolved[loc[1]]  # what is wrong with it as written follows from the unset variable
-                if problem not in problems:
-                    problems.append(problem)
-                continue
-            # pydantic says "a valid tuple" and "a valid dictionary"; the TOML file, array and table
-            message = _TOML_KINDS.get(error["type"]) or str(error["msg"]).removeprefix("Value error, ")
-            where = _key_path(loc)
-            if error["type"] == "extra_forbidden":
-                message = "unknown key" + _did_you_mean(loc)
-            elif error["type"] == "union_tag_invalid":
-                message = f"transport {error['ctx']['tag']!r} is not one of {error['ctx']['expected_tags']}"
-            elif error["type"] == "string_pattern_mismatch" and where.endswith("namespace"):
-                message = f"{error['input']!r} is not a valid namespace: use letters, digits, '_' and '-' only"
-            elif isinstance(error.get("input"), (str, int, float)) and not _SECRET_PATH.search(where):
-                shown = (
-                    _USERINFO.sub(r"\1[redacted]@", error["input"])
-                    if isinstance(error["input"], str)
-                    else error["input"]
-                )
-                message = f"{message} (got {shown!r})"  # secrets are never echoed, nor a URL's password
-            problems.append(f"{where}: {message}" if where else message)
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from exc
+        raise _config_error(exc) from exc
     for index, reason in unresolved.items():
         config.upstreams[index]._unresolved = reason
     return config
+
+
+def _validated(expanded: dict[str, Any], unresolved: Set[int]) -> Config:
+    """The config; an upstream invalid as written for want of its variables (a URL made of them) is not
+    started whatever it says, and must not stop the others: it stands without the keys that name them
+    (``_stand_in``), and what else is wrong with it is still said."""
+    try:
+        return Config.model_validate(expanded)
+    except ValidationError as exc:
+        invalid = {loc[1] for e in exc.errors() if len(loc := e["loc"]) > 1 and loc[0] == "upstreams"} & unresolved
+        if not invalid:
+            raise
+    upstreams = list(expanded["upstreams"])
+    for index in invalid:
+        upstreams[int(index)] = _stand_in(upstreams[int(index)])
+    return Config.model_validate({**expanded, "upstreams": upstreams})
+
+
+def _config_error(exc: ValidationError) -> ConfigError:
+    """Every problem pydantic found, in the words of the TOML file it was written in."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(error["loc"])
+        # pydantic says "a valid tuple" and "a valid dictionary"; the TOML file, array and table
+        message = _TOML_KINDS.get(error["type"]) or str(error["msg"]).removeprefix("Value error, ")
+        where = _key_path(loc)
+        if error["type"] == "extra_forbidden":
+            message = "unknown key" + _did_you_mean(loc)
+        elif error["type"] == "union_tag_invalid":
+            message = f"transport {error['ctx']['tag']!r} is not one of {error['ctx']['expected_tags']}"
+        elif error["type"] == "string_pattern_mismatch" and where.endswith("namespace"):
+            message = f"{error['input']!r} is not a valid namespace: use letters, digits, '_' and '-' only"
+        elif isinstance(error.get("input"), (str, int, float)) and not _SECRET_PATH.search(where):
+            shown = (
+                _USERINFO.sub(r"\1[redacted]@", error["input"]) if isinstance(error["input"], str) else error["input"]
+            )
+            message = f"{message} (got {shown!r})"  # secrets are never echoed, nor a URL's password
+        problems.append(f"{where}: {message}" if where else message)
+    return ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
 
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None, *, secrets_read: bool = True) -> Config:
