@@ -8,14 +8,15 @@ requests relayed to the client). Mixed into the connector, whose state it reads 
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskGroup
+from anyio.abc import Process, TaskGroup
 
 from gateway.config import HttpUpstream, StdioUpstream
 from gateway.protocol.errors import MethodNotFound, UpstreamError, UpstreamUnavailable
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
 
 STDERR_TAIL_LINES = 5
 REMOTE_RETRY_MAX_S = 5.0
+EXIT_SEEN_S = 0.5
+"""How long a stdio child whose output ended is given to be seen exiting by itself (a crash is seen at
+once) before its stop: its exit status, so told, says why the connection ended."""
 """A remote upstream that is down is tried again at least this often, whatever ``restart_max_s`` says:
 back within seconds of the server listening again."""
 
@@ -86,6 +90,8 @@ class Supervision:
     _max_message_bytes: int
     _upstream_token: UpstreamToken | None
     _stderr_tail: deque[str]
+    _child: Process | None  # the served stdio child, while it is (its exit says why its connection ended)
+    _child_status: int | None  # its exit status, if it exited before the gateway stopped it
     _stderr_log: StderrLog
     _stream: MessageStream | None
     _peer: RpcPeer | None
@@ -177,6 +183,7 @@ class Supervision:
             self._stderr_tail.clear()  # what this process says (the last one's lines told of the last one)
             spec = ChildSpec(settings.command, settings.args, {**_env_file(settings), **settings.env}, settings.cwd)
             async with open_child(spec, on_stderr_line=self._log_stderr, max_message_bytes=limit) as (stream, process):
+                self._child = process
                 yield stream, {"pid": process.pid}
         elif settings.transport == "streamable-http":
             from gateway.transports.http_client import open_streamable_http
@@ -198,6 +205,7 @@ class Supervision:
         closed, so the supervisor sees the typed error rather than an ExceptionGroup."""
         failure: HandshakeFailed | UpstreamError | None = None
         self._drop_reason: str | None = None
+        self._child = self._child_status = None
         async with self._open() as (stream, details):
             self._stream = stream
             peer = RpcPeer(
@@ -237,9 +245,13 @@ class Supervision:
                     self._states.connection_lost()  # announced before the process's stop, not after it
                     tg.cancel_scope.cancel()
             self._stream = None
+            if self._child is not None:  # did it exit (a crash), or is it stopped next (it closed its output)?
+                with anyio.move_on_after(EXIT_SEEN_S):
+                    await self._child.wait()
+                self._child_status = self._child.returncode
         if failure is not None:
             raise failure
-        return self._drop_reason or closed_reason(stream) or "connection closed"
+        return self._drop_reason or closed_reason(stream) or self._child_exit() or "connection closed"
 
     async def _on_server_request(self, request: Request, notify: Notify) -> dict[str, Any]:
         if request.method == "ping":
@@ -311,6 +323,19 @@ class Supervision:
         if line:
             self._stderr_tail.append(line)
             self._stderr_log.line(line)
+
+    def _child_exit(self) -> str | None:
+        """How a served child's connection ended, when the child is gone: its exit and its last stderr
+        lines, as for an exit while starting (a tester saw only "connection closed" for a crash)."""
+        code = self._child_status
+        if code is None:
+            return None
+        how = f"exited with status {code}"
+        if code < 0:
+            with suppress(ValueError):
+                how = f"was killed by {signal.Signals(-code).name}"
+        tail = " | ".join(self._stderr_tail)
+        return f"connection closed: the server {how}" + (f"; its stderr ended with: {tail[-500:]}" if tail else "")
 
     def _exited(self, phase: str, *, verb: str = "exited") -> str:
         """'exited <phase>', with the last lines the server wrote to stderr: usually the reason."""

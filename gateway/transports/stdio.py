@@ -66,11 +66,12 @@ async def open_child(
         orphans.spawning -= 1
     if process.stdin is None or process.stdout is None or process.stderr is None:  # pragma: no cover
         raise RuntimeError("the child's pipes were not created")
-    stream = NewlineFramedStream(process.stdout, process.stdin, max_message_bytes=max_message_bytes)
+    output = _Output(process.stdout)
+    stream = NewlineFramedStream(output, process.stdin, max_message_bytes=max_message_bytes)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_pump_stderr, process.stderr, on_stderr_line)
-            tg.start_soon(_end_group_with_leader, process, spec.stop)
+            tg.start_soon(_end_group_with_leader, process, output, spec.stop)
             try:
                 yield stream, process
             finally:
@@ -98,11 +99,39 @@ async def _pump_stderr(stderr: ByteReceiveStream, on_line: Callable[[str], None]
                 pending = b""
 
 
-async def _end_group_with_leader(process: Process, times: StopTimes) -> None:
+async def _end_group_with_leader(process: Process, output: _Output, times: StopTimes) -> None:
     """Once the server itself has exited, what it started goes too: its children would otherwise run on,
-    and hold its stdout open, so that the end of the stream (how its exit is noticed) would never come."""
+    and hold its stdout open, so that the end of the stream (how its exit is noticed) would never come.
+    What left the group (a daemon started with ``setsid``) may hold a copy of it still (uvx, npm and
+    shells keep copies of their stdio at higher descriptors, which such a daemon inherits): its output
+    read for ``eof_s`` more, the stream is closed here, so the connection ends (a tester's server stayed
+    "ready" for good, each listing waiting ``timeout_s``); the connection's close then ends what carries
+    its tag."""
     await process.wait()
     await end_group(process, times)  # what left the group is looked for once, as the child is closed
+    with anyio.move_on_after(times.eof_s):  # what it wrote before it exited is read by then
+        await output.ended.wait()
+    if not output.ended.is_set():
+        orphans.log.info("upstream_output_held", pid=process.pid, exit_status=process.returncode)
+        await output.aclose()
+
+
+class _Output(ByteReceiveStream):
+    """The child's stdout, telling when it has ended (``ended``)."""
+
+    def __init__(self, stream: ByteReceiveStream) -> None:
+        self._stream = stream
+        self.ended = anyio.Event()
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        try:
+            return await self._stream.receive(max_bytes)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.ended.set()
+            raise
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
 
 
 class _FdReceiveStream(ByteReceiveStream):

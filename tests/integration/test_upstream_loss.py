@@ -53,4 +53,44 @@ async def test_list_changed_comes_when_the_connection_ends_not_when_the_process_
             stopped = [e for e in gateway.events if e.get("event") == "upstream_state" and e.get("upstream") == "dyn"]
             assert stopped == []
             backing_off = await gateway.wait_for_event("upstream_state", upstream="dyn", state="backing-off")
-            assert backing_off["error"] == "connection closed"
+            assert backing_off["error"] == "connection closed"  # the wrapper, alive, was stopped: not its exit
+
+
+DAEMON_KEEPING_A_COPY = """
+import os, subprocess, sys
+copy = os.dup(1)  # uvx, npm and shells keep copies of their stdio at higher descriptors
+daemon = "import sys, time; print(flush=True); time.sleep(600)"
+subprocess.Popen([sys.executable, "-c", daemon], start_new_session=True, pass_fds=(copy,), stdin=subprocess.DEVNULL,
+                 stdout=open(sys.argv[1], "w"), stderr=subprocess.DEVNULL)
+os.execv(sys.executable, [sys.executable, "-m", "tests.servers.dynamic"])
+"""
+"""A server that starts a daemon of its own session, which inherits a copy of the server's stdout."""
+
+
+async def test_a_server_whose_daemon_holds_its_output_is_seen_to_die_and_comes_back(tmp_path: Path) -> None:
+    """A tester: such a server, killed, stayed "ready" for good (its stdout never ended: the daemon held
+    it), and every listing waited timeout_s for it. Its exit now ends the connection, the daemon goes
+    with it, and the server is started again."""
+    started = tmp_path / "daemon-started"
+    command = {"command": sys.executable, "args": ["-c", DAEMON_KEEPING_A_COPY, str(started)], "cwd": str(ROOT)}
+    config = write_config(
+        tmp_path / "c.toml", [{"namespace": "dyn", **command}], server={"transport": "http", "port": 0}
+    )
+    changes = ListChangedWatcher()
+    async with running_gateway(config) as gateway:
+        await gateway.wait_for_event("upstream_state", upstream="dyn", state="ready")
+        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client:
+            content = (await client.get_prompt("dyn__pid")).messages[0].content
+            assert isinstance(content, t.TextContent)
+            gateway.events.clear()
+            os.kill(int(content.text), signal.SIGKILL)
+            held = await gateway.wait_for_event("upstream_output_held")
+            assert held["exit_status"] == -signal.SIGKILL
+            backing_off = await gateway.wait_for_event("upstream_state", upstream="dyn", state="backing-off")
+            # and how it ended is said, as for an exit while starting (it said only "connection closed")
+            assert backing_off["error"].startswith("connection closed: the server was killed by SIGKILL; its stderr")
+            ended = await gateway.wait_for_event("upstream_leftovers_ended")
+            assert ended["count"] == 1  # the daemon, by the tag it carries
+            await gateway.wait_for_event("upstream_state", upstream="dyn", state="ready")
+            while "dyn__pid" not in {p.name for p in (await client.list_prompts()).prompts}:
+                await changes.wait()
