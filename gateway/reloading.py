@@ -25,10 +25,12 @@ import structlog
 from anyio.abc import TaskGroup
 
 from gateway.catalog.catalog import Catalog
-from gateway.catalog.policy import Rules
+from gateway.catalog.policy import Rules, Viewer
 from gateway.cluster.replicas import NoCluster, RedisCluster
-from gateway.config import Config, FilesUpstream, HttpUpstream, StdioUpstream
+from gateway.config import Config, FilesUpstream, HttpUpstream, ServerSettings, StdioUpstream
 from gateway.frontend.debounce import ListChangedDebouncer
+from gateway.frontend.hub import Hub
+from gateway.identity.principal import Identity
 from gateway.identity.rate_limits import RateLimits
 from gateway.identity.views import ClaimViews
 from gateway.sources.retiring import hand_over, retire
@@ -53,6 +55,16 @@ class Running:
     scope: anyio.CancelScope
 
 
+def server_on_reload(running: ServerSettings, new: ServerSettings) -> tuple[ServerSettings, list[str]]:
+    """The ``[server]`` a reload runs with, and the keys it leaves for a restart. The tokens' policies and
+    rates and the views apply at once (they decide what is shown, not how the front end listens or whom
+    it lets in; a tester saw a token's new deny ignored); new token names or secrets, and everything
+    else, take effect on restart."""
+    same_tokens = [(t.name, t.token) for t in running.tokens] == [(t.name, t.token) for t in new.tokens]
+    applied = running.model_copy(update={"views": new.views, **({"tokens": new.tokens} if same_tokens else {})})
+    return applied, [key for key in type(new).model_fields if getattr(applied, key) != getattr(new, key)]
+
+
 class Reloading:
     """``Gateway.reload`` and the replacing of upstreams it starts; the gateway's attributes it reads
     and sets (``Gateway`` builds each piece)."""
@@ -71,8 +83,11 @@ class Reloading:
     _secret: tuple[bytes, ...]
     _viewers: dict[str, Rules]
     _claim_views: ClaimViews
+    hub: Hub
 
     if TYPE_CHECKING:  # the gateway's (declared only: never in its way at run time)
+
+        def viewer_for(self, identity: Identity | None) -> Viewer | None: ...
 
         def _start_upstream(
             self, settings: StdioUpstream | HttpUpstream | FilesUpstream
@@ -94,9 +109,11 @@ class Reloading:
 
     async def reload(self, new: Config) -> None:
         """Apply a new config: upstreams are added, removed or replaced only where they changed."""
-        if new.server != self.config.server:
-            log.warning("reload_server_settings_ignored", reason="[server] changes take effect on restart")
-            new = new.model_copy(update={"server": self.config.server})
+        server, ignored = server_on_reload(self.config.server, new.server)
+        if ignored:
+            keys = [f"server.{key}" for key in ignored]
+            log.warning("reload_server_settings_ignored", settings=keys, reason="they take effect on restart")
+        new = new.model_copy(update={"server": server})
         kept = {  # what the front end (and uvicorn's stop) took as they started
             key: getattr(self.config.gateway, key)
             for key in RESTART_ONLY
@@ -130,6 +147,7 @@ class Reloading:
         self._debouncer.delay_s = new.gateway.list_changed_debounce_s
         self._viewers = self._token_rules(new)
         self._claim_views = ClaimViews(new.server.views, new.gateway.namespace_separator)
+        self.hub.review_viewers(self.viewer_for)  # open sessions and listens: by the new policies
         self.catalog = self._build_catalog(new)
         self.rate_limits = self._rate_limits(new)
         log.info(

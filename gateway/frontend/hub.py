@@ -10,12 +10,15 @@ from typing import Protocol
 import anyio
 
 from gateway.catalog.policy import ALLOW_ALL, Viewer
+from gateway.identity.principal import Identity
 from gateway.protocol.lists import EVERY_LIST, NO_LIST, PROMPTS, SKILLS, Lists, united
 
 
 class Listener(Protocol):
+    viewer: Viewer | None
+
     @property
-    def viewer(self) -> Viewer | None: ...
+    def who(self) -> Identity | None: ...
 
     def list_changed(self, lists: Lists = EVERY_LIST) -> None: ...
 
@@ -37,10 +40,12 @@ class Subscription:
         tools: bool = False,
         resources: bool = False,
         viewer: Viewer | None = None,
+        who: Identity | None = None,
         until: float | None = None,
     ) -> None:
         self._wants = (PROMPTS if prompts or tools else NO_LIST) | (SKILLS if resources else NO_LIST)
         self.viewer = viewer
+        self.who = who
         self._woken = anyio.Event()
         self._pending = NO_LIST
         self._closing = False
@@ -94,6 +99,12 @@ class Hub:
 
     def __len__(self) -> int:
         return len(self._listeners)
+
+    def review_viewers(self, viewer_for: Callable[[Identity | None], Viewer | None]) -> None:
+        """A reload changed who sees what (a token's policy, the views): each listener's viewer again, so
+        that sessions already open list what their caller may see now."""
+        for listener in self._listeners:
+            listener.viewer = viewer_for(listener.who)
 
     def broadcast_list_changed(self, changed: Mapping[str, Lists] | None = None) -> int:
         """Tell every listener which lists changed of the ``changed`` upstreams it may see something of

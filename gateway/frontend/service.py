@@ -302,7 +302,9 @@ class PromptService:
         tag = {SUBSCRIPTION_ID_KEY: request.id}
         left = seconds_left(who.valid_until if who is not None else None, time.time())
         until = None if left is None else anyio.current_time() + left
-        subscription = Subscription(prompts=prompts, tools=tools, resources=resources, viewer=viewer, until=until)
+        subscription = Subscription(
+            prompts=prompts, tools=tools, resources=resources, viewer=viewer, who=who, until=until
+        )
         self._hub.add(subscription)
         try:
             honoured = {"promptsListChanged": True} if prompts else {}

@@ -59,6 +59,11 @@ class ClientSession:
         self._arrival = RECEIVED_OVER.get()
         self.log = structlog.get_logger("gateway.session").bind(session=session_id[:8] if session_id else None)
 
+    @property
+    def who(self) -> Identity | None:
+        """Whose session this is (a reload's new policies are judged for them again)."""
+        return self._who
+
     async def handle_request(self, request: Request, notify: Notify) -> dict[str, Any]:
         with self._service.observe(request.method):
             if request.method != "initialize" and carries_envelope(request.params):
