@@ -71,6 +71,10 @@ _HEADERS_KEY = "gateway.headers"
 REQUEST_ID_KEY = "gateway.request_id"
 """The ASGI scope's note of the id of the request its body holds, once read."""
 
+BODY_KEY = "gateway.body"
+"""The ASGI scope's note of the body, once read (it is read from ``receive`` once: a refusal after it,
+audited, reads what it asked from here)."""
+
 
 def headers_of(request: HttpRequest) -> dict[str, str]:
     """The request's headers decoded once into a dict, kept in its ASGI scope (Starlette's lookups scan

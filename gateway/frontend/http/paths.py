@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from gateway.config import ServerSettings
 from gateway.frontend.http.guard import Guard
 from gateway.frontend.http.messages import (
+    BODY_KEY,
     REQUEST_CANCELLED,
     REQUEST_ID_KEY,
     error_body,
@@ -84,8 +85,8 @@ class HttpPaths:
             except (ValueError, KeyError, TypeError):
                 reason = "refused"
             headers = headers_of(request)
-            body = None
-            if request.method == "POST":
+            body = request.scope.get(BODY_KEY)
+            if body is None and request.method == "POST":
                 with suppress(ClientDisconnect):
                     body = await read_body(request, self._max_message_bytes)
             self._on_refused(
@@ -108,6 +109,7 @@ class HttpPaths:
         body = await read_body(request, self._max_message_bytes, head)
         if body is None:
             return too_large(self._max_message_bytes, bytes(head))
+        request.scope[BODY_KEY] = body
         try:
             message = decode(body)
         except ClientError as exc:

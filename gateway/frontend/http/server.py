@@ -194,8 +194,8 @@ class HttpFrontend(StatelessPath, LegacySsePath):
         if version is not None and version not in HANDSHAKE_VERSIONS:
             return plain(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
         session = await self.store.lookup(request, principal, headers_of(request).get("mcp-session-id"))
-        if isinstance(session, Response):
-            return session
+        if isinstance(session, Response):  # audited: another identity's session is refused as none (404)
+            return await self._refused(request, session, principal)
         if request.method == "DELETE":
             self.store.remember_ended(session.id, session.expires)
             self.store.end(session, "deleted by client")
@@ -232,8 +232,8 @@ class HttpFrontend(StatelessPath, LegacySsePath):
         if isinstance(message, Request) and message.method == "initialize":
             return await self._initialize(message, principal)
         session = await self.store.lookup(request, principal, headers_of(request).get("mcp-session-id"))
-        if isinstance(session, Response):
-            return session
+        if isinstance(session, Response):  # audited: another identity's session is refused as none (404)
+            return await self._refused(request, session, principal)
         if isinstance(message, Request) and wants_progress(message) and accepts(request, "text/event-stream"):
             if self.store.task_group is None:
                 return refused(request, 503, "Service Unavailable: shutting down")
