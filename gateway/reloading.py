@@ -56,12 +56,17 @@ class Running:
 
 
 def server_on_reload(running: ServerSettings, new: ServerSettings) -> tuple[ServerSettings, list[str]]:
-    """The ``[server]`` a reload runs with, and the keys it leaves for a restart. The tokens' policies and
-    rates and the views apply at once (they decide what is shown, not how the front end listens or whom
-    it lets in; a tester saw a token's new deny ignored); new token names or secrets, and everything
-    else, take effect on restart."""
-    same_tokens = [(t.name, t.token) for t in running.tokens] == [(t.name, t.token) for t in new.tokens]
-    applied = running.model_copy(update={"views": new.views, **({"tokens": new.tokens} if same_tokens else {})})
+    """The ``[server]`` a reload runs with, and the keys it leaves for a restart. Each running token's
+    policy and rate (a token of the same name and secret in the new config) and the views apply at once:
+    they decide what is shown, not how the front end listens or whom it lets in (a tester saw a token's
+    new deny ignored; a reviewer, every token's, where one token was added beside it). Tokens added,
+    removed or given a new secret, and everything else, take effect on restart."""
+    wanted = {(t.name, t.token): t for t in new.tokens}
+    tokens = [
+        t.model_copy(update={"policy": n.policy, "rate": n.rate}) if (n := wanted.get((t.name, t.token))) else t
+        for t in running.tokens
+    ]
+    applied = running.model_copy(update={"views": new.views, "tokens": tokens})
     return applied, [key for key in type(new).model_fields if getattr(applied, key) != getattr(new, key)]
 
 

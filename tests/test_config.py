@@ -219,8 +219,16 @@ def test_an_upstream_invalid_for_want_of_its_variables_fails_alone_too() -> None
     assert api.unresolved == "upstreams[0].headers.Authorization: environment variable API_KEY is not set"
     assert (bare.transport, bare.unresolved) == ("sse", "upstreams[1].url: environment variable MISSING is not set")
     assert ok.unresolved is None
-    with pytest.raises(ConfigError, match=r"upstreams\[0\].timeout_s"):  # what else is wrong is still said
-        parse_config({"upstreams": [upstream(timeout_s=0, env={"A": "${UNSET}"})]}, {})
+    # where it cannot stand or is wrong otherwise too, the config is refused naming the variable (a
+    # reviewer: "namespace: Field required", a spurious "url: unknown key", a misspelled key let through)
+    for written in (
+        upstream(timeout_s=0, env={"A": "${UNSET}"}),
+        remote(namespace="${NS}"),
+        remote(transport="${KIND}"),
+        upstream(comand="${SERVER_BIN}"),
+    ):
+        with pytest.raises(ConfigError, match=r"upstreams\[0\]\.[a-z_.A-Z]+: environment variable [A-Z_]+ is not set$"):
+            parse_config({"upstreams": [written]}, {})
 
 
 def test_relative_paths_are_the_config_files_folder_and_a_bare_command_is_looked_up(tmp_path: Path) -> None:

@@ -34,7 +34,6 @@ from gateway.config.observability import TelemetrySettings
 from gateway.config.paths import anchored
 from gateway.config.sections import (
     _SECRET_PATH,
-    _VARIABLE,
     NAMESPACE_PATTERN,
     GatewaySettings,
     PolicyRules,
@@ -62,6 +61,7 @@ from gateway.config.upstreams import (
     Upstream,
     UpstreamOAuth,
 )
+from gateway.config.variables import expand_upstreams, expand_variables
 from gateway.protocol.errors import ConfigError
 
 __all__ = [
@@ -163,28 +163,6 @@ class Config(_Section):
         return hashlib.sha256(f"{self.gateway.namespace_separator}\x00{layout}".encode()).hexdigest()[:12]
 
 
-def expand_variables(value: Any, environ: Mapping[str, str], path: str = "") -> Any:
-    """Replace ``${VAR}`` in every string of a parsed TOML tree."""
-    if isinstance(value, str):
-
-        def substitute(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
-            if name is None:
-                return "$"
-            if name not in environ:
-                if default is not None:
-                    return default
-                raise ConfigError(f"{path or '(root)'}: environment variable {name} is not set")
-            return environ[name]
-
-        return _VARIABLE.sub(substitute, value)
-    if isinstance(value, dict):
-        return {k: expand_variables(v, environ, f"{path}.{k}" if path else k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [expand_variables(v, environ, f"{path}[{i}]") for i, v in enumerate(value)]
-    return value
-
-
 _USERINFO = re.compile(r"(://)[^/@\s]*@")
 
 
@@ -200,38 +178,21 @@ def _key_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _expand_upstreams(data: dict[str, Any], environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[int, str]]:
-    """``data`` expanded, and why each upstream that names an unset variable cannot be started: that
-    upstream is kept as written (it is validated, never started; where it is invalid as written, as a
-    stand-in) and fails alone, as a failing upstream degrades only its own prompts. Anywhere else an
-    unset variable is the whole config's error."""
-    upstreams = data.pop("upstreams", None)
-    expanded = expand_variables(data, environ)
-    unresolved: dict[int, str] = {}
-    if isinstance(upstreams, list):
-        kept = []
-        for index, upstream in enumerate(upstreams):
-            try:
-                kept.append(expand_variables(upstream, environ, f"upstreams[{index}]"))
-            except ConfigError as exc:
-                unresolved[index] = exc.message
-                kept.append(upstream)
-        expanded["upstreams"] = kept
-    elif upstreams is not None:
-        expanded["upstreams"] = expand_variables(upstreams, environ, "upstreams")
-    return expanded, unresolved
-
-
 _STAND_INS = {"stdio": {"command": "true"}, "files": {"path": "."}}
 
 
 def _stand_in(upstream: Any) -> Any:
     """What an upstream that cannot start for an unset variable is validated as: what it says but the
-    keys that name a variable, with what its transport requires in their stead, never used (such an
-    upstream is never started). What else is wrong with it is still said."""
-    if not isinstance(upstream, dict):
-        return upstream
-    kept = {key: value for key, value in upstream.items() if "${" not in repr(value)}
+    settings that name a variable, with what its transport requires in their stead, never used (such
+    an upstream is never started). None where its name or transport names one: it cannot stand."""
+    if not isinstance(upstream, dict) or any("${" in repr(upstream.get(key)) for key in ("namespace", "transport")):
+        return None
+    transports = _models_in(Config.model_fields["upstreams"].annotation).values()
+    kept = {  # a key no transport has stays, to be said unknown
+        key: value
+        for key, value in upstream.items()
+        if "${" not in repr(value) or not any(_has_key(model, key) for model in transports)
+    }
     required = _STAND_INS.get(str(kept.get("transport", "stdio")), {"url": "http://unresolved.invalid/mcp"})
     return {**required, **kept}
 
@@ -342,13 +303,13 @@ def parse_config(
     environ = os.environ if environ is None else environ
     if not secrets_read:
         data = _without_unset_secrets(dict(data), environ)
-    expanded, unresolved = _expand_upstreams(dict(data), environ)
+    expanded, unresolved = expand_upstreams(dict(data), environ)
     if folder is not None:
         expanded = anchored(expanded, folder)
     try:
         config = _validated(expanded, unresolved.keys())
     except ValidationError as exc:
-        raise _config_error(exc) from exc
+        raise _config_error(exc, unresolved) from exc
     for index, reason in unresolved.items():
         config.upstreams[index]._unresolved = reason
     return config
@@ -356,25 +317,34 @@ def parse_config(
 
 def _validated(expanded: dict[str, Any], unresolved: Set[int]) -> Config:
     """The config; an upstream invalid as written for want of its variables (a URL made of them) is not
-    started whatever it says, and must not stop the others: it stands without the keys that name them
-    (``_stand_in``), and what else is wrong with it is still said."""
+    started whatever it says, and must not stop the others: it stands without the settings that name
+    them (``_stand_in``). Where it cannot stand, or is wrong otherwise too, the config is refused as
+    written (each problem of such an upstream said as its unset variable)."""
     try:
         return Config.model_validate(expanded)
     except ValidationError as exc:
         invalid = {loc[1] for e in exc.errors() if len(loc := e["loc"]) > 1 and loc[0] == "upstreams"} & unresolved
-        if not invalid:
+        upstreams = list(expanded["upstreams"]) if invalid else []
+        for index in invalid:
+            upstreams[int(index)] = _stand_in(upstreams[int(index)])
+        if not invalid or None in upstreams:
             raise
-    upstreams = list(expanded["upstreams"])
-    for index in invalid:
-        upstreams[int(index)] = _stand_in(upstreams[int(index)])
-    return Config.model_validate({**expanded, "upstreams": upstreams})
+        try:
+            return Config.model_validate({**expanded, "upstreams": upstreams})
+        except ValidationError:
+            raise exc from None
 
 
-def _config_error(exc: ValidationError) -> ConfigError:
-    """Every problem pydantic found, in the words of the TOML file it was written in."""
+def _config_error(exc: ValidationError, unresolved: Mapping[int, str]) -> ConfigError:
+    """Every problem pydantic found, in the words of the TOML file it was written in; one in an upstream
+    that names an unset variable, as that variable (what is wrong with it as written follows from it)."""
     problems = []
     for error in exc.errors(include_url=False):
         loc = tuple(error["loc"])
+        if len(loc) > 1 and loc[0] == "upstreams" and isinstance(loc[1], int) and loc[1] in unresolved:
+            if unresolved[loc[1]] not in problems:
+                problems.append(unresolved[loc[1]])
+            continue
         # pydantic says "a valid tuple" and "a valid dictionary"; the TOML file, array and table
         message = _TOML_KINDS.get(error["type"]) or str(error["msg"]).removeprefix("Value error, ")
         where = _key_path(loc)

@@ -192,7 +192,7 @@ class PromptService:
         audited: AbstractContextManager[None] = nullcontext()
         parsed: PromptGet | CompleteParams | None = None
         if self._audit is not None and method in SKILL_READS:
-            audited = self._audited_skill_read(catalog, method, params, who)
+            audited = self._audited_skill_read(catalog, method, params, who, declared=skills_declared)
         elif self._audit is not None and method in AUDITED:
             try:  # the audit reads the params before the catalog would: they are valid first (and once)
                 parsed = prompt_get(params) if method == "prompts/get" else parse_params(CompleteParams, params)
@@ -235,11 +235,12 @@ class PromptService:
             return await catalog.complete(params, viewer=viewer, notify=notify, ask=ask, parsed=completion)
 
     def _audited_skill_read(
-        self, catalog: Catalog, method: str, params: dict[str, Any] | None, who: Identity | None
+        self, catalog: Catalog, method: str, params: dict[str, Any] | None, who: Identity | None, *, declared: bool
     ) -> AbstractContextManager[None]:
         """A skill read's audit, as a prompt get's: its params checked first (an invalid one audited as
-        such), its URI and upstream named. Nothing is audited where no skill is served (-32601)."""
-        if self._audit is None or not catalog.skills.offered:
+        such), its URI and upstream named. Nothing is audited where the methods are unknown (-32601): no
+        skill is served, and the session was not told of skills at its start (``declared``)."""
+        if self._audit is None or not (catalog.skills.offered or declared):
             return nullcontext()
         try:
             parse_skill_read(method, params)

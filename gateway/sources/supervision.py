@@ -38,11 +38,11 @@ if TYPE_CHECKING:
 
 STDERR_TAIL_LINES = 5
 REMOTE_RETRY_MAX_S = 5.0
+"""A remote upstream that is down is tried again at least this often, whatever ``restart_max_s`` says:
+back within seconds of the server listening again."""
 EXIT_SEEN_S = 0.5
 """How long a stdio child whose output ended is given to be seen exiting by itself (a crash is seen at
 once) before its stop: its exit status, so told, says why the connection ended."""
-"""A remote upstream that is down is tried again at least this often, whatever ``restart_max_s`` says:
-back within seconds of the server listening again."""
 
 
 def closed_reason(stream: MessageStream | None) -> str | None:
@@ -92,6 +92,7 @@ class Supervision:
     _stderr_tail: deque[str]
     _child: Process | None  # the served stdio child, while it is (its exit says why its connection ended)
     _child_status: int | None  # its exit status, if it exited before the gateway stopped it
+    _output_held: anyio.Event  # its first process exited, its output did not end (transports/stdio.py)
     _stderr_log: StderrLog
     _stream: MessageStream | None
     _peer: RpcPeer | None
@@ -122,6 +123,8 @@ class Supervision:
         async def _listen(self, peer: RpcPeer) -> None: ...
 
         async def _check_health(self, peer: RpcPeer, stream: MessageStream) -> None: ...
+
+        async def _check_when_held(self, peer: RpcPeer, stream: MessageStream) -> None: ...
 
     def _enter(self, state: State, **details: Any) -> None:
         self._states.enter(state, **details)
@@ -182,7 +185,10 @@ class Supervision:
         if isinstance(settings, StdioUpstream):
             self._stderr_tail.clear()  # what this process says (the last one's lines told of the last one)
             spec = ChildSpec(settings.command, settings.args, {**_env_file(settings), **settings.env}, settings.cwd)
-            async with open_child(spec, on_stderr_line=self._log_stderr, max_message_bytes=limit) as (stream, process):
+            self._output_held = held = anyio.Event()
+            async with open_child(
+                spec, on_stderr_line=self._log_stderr, max_message_bytes=limit, on_output_held=held.set
+            ) as (stream, process):
                 self._child = process
                 yield stream, {"pid": process.pid}
         elif settings.transport == "streamable-http":
@@ -236,6 +242,8 @@ class Supervision:
                         tg.start_soon(self._listen, peer)
                     if isinstance(self.settings, HttpUpstream):
                         tg.start_soon(self._check_health, peer, stream)
+                    else:  # its first process gone and its output held: asked whether it is there
+                        tg.start_soon(self._check_when_held, peer, stream)
                     await peer.wait_closed()
                 except (HandshakeFailed, UpstreamError) as exc:
                     failure = exc

@@ -1,6 +1,7 @@
 """Keeping a connection honest once it is up: a 2026-07-28 server's ``subscriptions/listen`` stream held
-open (re-opened when the server ends it), and a remote server asked every ``HEALTH_CHECK_S`` whether
-it is still there. Mixed into the connector.
+open (re-opened when the server ends it), and a remote server, or a stdio server whose first process
+exited with its output still open, asked every ``HEALTH_CHECK_S`` whether it is still there. Mixed
+into the connector.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class ConnectionUpkeep:
     _listening_skills: bool
     _listen_scope: anyio.CancelScope | None
     _drop_reason: str | None
+    _output_held: anyio.Event
     _log: Any
     _on_change: OnChange
 
@@ -52,24 +54,42 @@ class ConnectionUpkeep:
         offer): asked every ``HEALTH_CHECK_S`` whether it is there (``ping``; ``server/discover`` for a
         2026-07-28 server, which has no ping). No answer in time, or no server: the connection is
         dropped, the upstream reported down and reconnected with backoff."""
-        method = "server/discover" if self.modern else "ping"
         while not peer.closed:
             await anyio.sleep(HEALTH_CHECK_S)
-            try:
-                await peer.request(method, self._for_server(None), timeout=min(self.settings.timeout_s, HEALTH_CHECK_S))
-            except RemoteError as exc:
-                if http_status(exc) is None:
-                    continue  # it answered: it is there
-                self._drop_reason = f"answered {method} with HTTP {http_status(exc)}"
-                await peer.aclose()
+            if not await self._answers(peer):
                 return
-            except (RequestTimeout, UnusableAnswer):
-                self._drop_reason = f"did not answer {method} within {min(self.settings.timeout_s, HEALTH_CHECK_S)}s"
-                self._log.warning("upstream_unresponsive", method=method)
-                await peer.aclose()
-                return
-            except PeerClosed:
-                return
+
+    async def _check_when_held(self, peer: RpcPeer, stream: MessageStream) -> None:
+        """A stdio server's first process exited and its output did not end: a daemon it started holds
+        a copy (the server is gone: it does not answer, and the connection is dropped), or it daemonized
+        and serves on (it answers, and is asked again as a remote server is). Neither is assumed: a
+        tester's server stayed "ready" for good, and a reviewer's daemonizing one was cut at once."""
+        await self._output_held.wait()
+        self._log.info("upstream_output_held", detail="its first process exited; asked whether it serves on")
+        if await self._answers(peer):
+            self._log.info("upstream_serves_on", detail="its first process exited, and it answers")
+            await self._check_health(peer, stream)
+
+    async def _answers(self, peer: RpcPeer) -> bool:
+        """Whether the server answers ``ping`` (``server/discover``, 2026-07-28) in time; if not, the
+        connection is dropped, saying why."""
+        method = "server/discover" if self.modern else "ping"
+        try:
+            await peer.request(method, self._for_server(None), timeout=min(self.settings.timeout_s, HEALTH_CHECK_S))
+        except RemoteError as exc:
+            if http_status(exc) is None:
+                return True  # it answered: it is there
+            self._drop_reason = f"answered {method} with HTTP {http_status(exc)}"
+            await peer.aclose()
+            return False
+        except (RequestTimeout, UnusableAnswer):
+            self._drop_reason = f"did not answer {method} within {min(self.settings.timeout_s, HEALTH_CHECK_S)}s"
+            self._log.warning("upstream_unresponsive", method=method)
+            await peer.aclose()
+            return False
+        except PeerClosed:
+            return False
+        return True
 
     async def _listen(self, peer: RpcPeer) -> None:
         """Hold a ``subscriptions/listen`` stream open for prompt list changes, re-opening it when the server

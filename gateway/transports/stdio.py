@@ -44,8 +44,10 @@ async def open_child(
     *,
     on_stderr_line: Callable[[str], None],
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    on_output_held: Callable[[], None] | None = None,
 ) -> AsyncIterator[tuple[NewlineFramedStream, Process]]:
-    """Start the child and yield its framed stdin/stdout; stderr lines go to ``on_stderr_line``."""
+    """Start the child and yield its framed stdin/stdout; stderr lines go to ``on_stderr_line``;
+    ``on_output_held``: the child exited, and its stdout has not ended (``_end_group_with_leader``)."""
     tag = orphans.new_tag()
     orphans.spawning += 1
     orphans.started_any = True
@@ -71,7 +73,7 @@ async def open_child(
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_pump_stderr, process.stderr, on_stderr_line)
-            tg.start_soon(_end_group_with_leader, process, output, spec.stop)
+            tg.start_soon(_end_group_with_leader, process, output, spec.stop, on_output_held)
             try:
                 yield stream, process
             finally:
@@ -99,21 +101,21 @@ async def _pump_stderr(stderr: ByteReceiveStream, on_line: Callable[[str], None]
                 pending = b""
 
 
-async def _end_group_with_leader(process: Process, output: _Output, times: StopTimes) -> None:
+async def _end_group_with_leader(
+    process: Process, output: _Output, times: StopTimes, on_output_held: Callable[[], None] | None
+) -> None:
     """Once the server itself has exited, what it started goes too: its children would otherwise run on,
     and hold its stdout open, so that the end of the stream (how its exit is noticed) would never come.
-    What left the group (a daemon started with ``setsid``) may hold a copy of it still (uvx, npm and
-    shells keep copies of their stdio at higher descriptors, which such a daemon inherits): its output
-    read for ``eof_s`` more, the stream is closed here, so the connection ends (a tester's server stayed
-    "ready" for good, each listing waiting ``timeout_s``); the connection's close then ends what carries
-    its tag."""
+    What left the group may hold it still: a daemon that inherited a copy (uvx, npm and shells keep
+    copies of their stdio at higher descriptors; a tester's server so stayed "ready" for good), or the
+    server itself, daemonized (forked, ``setsid``, its first process gone) and serving on. Which it is
+    only the server can tell: ``on_output_held`` is told, and the connection's owner asks it."""
     await process.wait()
     await end_group(process, times)  # what left the group is looked for once, as the child is closed
     with anyio.move_on_after(times.eof_s):  # what it wrote before it exited is read by then
         await output.ended.wait()
-    if not output.ended.is_set():
-        orphans.log.info("upstream_output_held", pid=process.pid, exit_status=process.returncode)
-        await output.aclose()
+    if not output.ended.is_set() and on_output_held is not None:
+        on_output_held()
 
 
 class _Output(ByteReceiveStream):

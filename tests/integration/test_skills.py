@@ -360,7 +360,7 @@ async def test_removing_the_last_skills_upstream_tells_clients_their_skills_chan
     ``resources/list_changed`` (whether to send it was asked of what is served now), and clients kept
     listing skills that were gone. A session told of resources at its start is told of their change."""
     root = skills_folder(tmp_path / "repo")
-    http = {"transport": "http", "port": 0}
+    http = {"transport": "http", "port": 0, "audit": {}}
     config = write_config(
         tmp_path / "c.toml", [files_upstream(root, "skills"), sdk_upstream("dyn", "dynamic")], server=http
     )
@@ -384,6 +384,8 @@ async def test_removing_the_last_skills_upstream_tells_clients_their_skills_chan
         with pytest.raises(MCPError, match="Resource not found") as gone:
             await call(client, "resources/read", {"uri": "skill://team/pdf-processing/SKILL.md"})
         assert gone.value.error.code == -32602
+        read = await gateway.wait_for_event("audit", method="resources/read")  # a reviewer: it went unaudited
+        assert (read["outcome"], read["code"]) == ("error", -32602)
         async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as later:  # never told: unknown
             with pytest.raises(MCPError, match="skills/list") as unknown:
                 await call(later, "skills/list", {})

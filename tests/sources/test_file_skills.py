@@ -280,3 +280,26 @@ def test_front_matter_scalars_are_read_as_yaml_1_2_reads_them(tmp_path: Path) ->
         "flags": "0b11",
         "day": "2024-01-02",
     }
+
+
+@pytest.mark.parametrize("value", ["!!int 0b11", "!!float 1:20.5", "1" * 5000])
+def test_a_scalar_no_reader_can_make_a_number_refuses_its_skill_not_the_gateway(tmp_path: Path, value: str) -> None:
+    """A reviewer: YAML 1.1's forms under an explicit tag (and an integer past Python's 4300 digits)
+    raised ValueError out of the scan, and the gateway stopped."""
+    skill(tmp_path, ".claude/skills/odd", f"---\nname: odd\ndescription: Odd\nversion: {value}\n---\n".encode())
+    skill(tmp_path, ".claude/skills/good", front("good"))
+    scanned = scan_skills(tmp_path, plugin=False)
+    assert sorted(scanned.skills) == ["good"]
+    assert "its front matter is not valid YAML" in scanned.problems[".claude/skills/odd/SKILL.md"]
+
+
+def test_a_file_named_skill_md_inside_a_served_skill_is_no_stray(tmp_path: Path) -> None:
+    """A reviewer: a plugin skill's ``templates/SKILL.md`` (one of its files) was said to be a SKILL.md
+    no skills layout holds."""
+    creator = skill(tmp_path, "skills/creator", front("creator"))
+    (creator / "templates").mkdir()
+    (creator / "templates/SKILL.md").write_text("---\nname: x\ndescription: A template\n---\n")
+    scanned = scan_skills(tmp_path, plugin=True)
+    assert sorted(scanned.skills) == ["creator"]
+    assert (scanned.outside, scanned.outside_count) == ([], 0)
+    assert "templates/SKILL.md" in scanned.skills["creator"].files

@@ -167,6 +167,10 @@ def test_a_templates_file_name_is_made_into_a_prompt_name(tmp_path: Path) -> Non
     assert prompt.note == "t/résumé ✨.md: its name 'résumé ✨' is served as 'resume'"
     with pytest.raises(PromptFileError, match="name 'résumé ✨' must be"):  # one written in it is the author's
         parse_prompt_file("t/r.md", "---\nname: résumé ✨\n---\nWrite one")
+    for valid in ("code--review", "draft-", ".hidden-ish"):  # a reviewer: names that were valid kept theirs
+        assert parse_prompt_file(f"t/{valid}.md", "Hi").name == valid
+    with pytest.raises(PromptFileError, match="front matter is not valid YAML"):  # it raised ValueError
+        parse_prompt_file("t/big.md", "---\nversion: " + "1" * 5000 + "\n---\nHi")
 
 
 def test_a_command_without_description_is_described_by_its_first_line() -> None:

@@ -52,7 +52,7 @@ def lenient_front_matter(text: str) -> FrontMatter:
     body, body_line = text[match.end() :], text[: match.end()].count("\n") + 1
     try:
         meta = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int past 4300 digits, a tagged !!int 0b11
         lines = (_LENIENT_LINE.match(line) for line in match.group(1).splitlines())
         found = {m.group(1): _value_of(m.group(2)) for m in lines if m is not None and m.group(2)}
         return FrontMatter(
@@ -69,7 +69,7 @@ def _value_of(value: str) -> Any:
     """One front-matter line's value: YAML where it is (``[a, b]`` a list), else its text."""
     try:
         parsed = yaml.safe_load(value)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):
         return _unquoted(value)
     return parsed if parsed is not None else _unquoted(value)
 
@@ -80,7 +80,7 @@ def _unquoted(value: str) -> str:
     return value
 
 
-def _problem(exc: yaml.YAMLError) -> str:
+def _problem(exc: yaml.YAMLError | ValueError) -> str:
     mark = getattr(exc, "problem_mark", None)
     where = f"line {mark.line + 2}: " if mark is not None else ""
     return f"{where}{getattr(exc, 'problem', None) or exc}"

@@ -238,7 +238,7 @@ def parse_prompt_file(relative: str, text: str, directory_format: Format = "auto
         return _tool_file(relative, text, kind)
     meta, body, body_line = _front_matter(relative, text)
     stem = relative.rsplit("/", 1)[-1].removesuffix(".md")
-    name = meta.get("name", valid_name(stem))  # a file's name is made into one, as the tools' files' are
+    name = meta.get("name", stem if NAME.match(stem) else valid_name(stem))  # made into one, as the tools' are
     if not isinstance(name, str) or not NAME.match(name):
         raise PromptFileError(f"{relative}:1: name {name!r} must be 1-128 of letters, digits, '_', '-', '.'")
     note = f"{relative}: its name {stem!r} is served as {name!r}" if "name" not in meta and name != stem else None
@@ -334,7 +334,7 @@ def _front_matter(relative: str, text: str) -> tuple[dict[str, Any], str, int]:
         return {}, text, 1
     try:
         meta = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int past 4300 digits, a tagged !!int 0b11
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1
         raise PromptFileError(

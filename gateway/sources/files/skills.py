@@ -138,13 +138,17 @@ def scan_skills(root: Path, plugin: bool) -> ScannedSkills:
     resolved_root = root.resolve()
     total = 0
     whole_folder = resolved_root.parts[-2:] == (".claude", "skills")
-    for count, (relative, skill_path) in enumerate(_skill_files(root, plugin=plugin, whole_folder=whole_folder)):
+    skill_folders: list[str] = []  # walked top-down: a skill's folder comes before the folders inside it
+    for relative, skill_path in _skill_files(root, plugin=plugin, whole_folder=whole_folder):
+        folder = relative.rsplit("/", 1)[0]
         if skill_path is None:
-            scanned.outside_count += 1
-            if len(scanned.outside) < SHOWN:
-                scanned.outside.append(relative)
+            if not any(folder.startswith(outer) for outer in skill_folders):  # not a file of a skill's
+                scanned.outside_count += 1
+                if len(scanned.outside) < SHOWN:
+                    scanned.outside.append(relative)
             continue
-        if count - scanned.outside_count >= MAX_SKILLS:
+        skill_folders.append(folder + "/")
+        if len(skill_folders) > MAX_SKILLS:
             scanned.problems[relative] = f"{relative}: more than {MAX_SKILLS} skills; the rest are not served"
             break
         problem: str | None = None
@@ -232,7 +236,7 @@ def parse_frontmatter(data: bytes) -> dict[str, Any]:
         raise SkillFileError(f"{SKILL_FILE} does not begin with YAML front matter between '---' lines")
     try:
         meta = yaml.load(match.group(1), Loader=_VerbatimLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int past 4300 digits, a tagged !!int 0b11
         raise SkillFileError(f"its front matter is not valid YAML ({getattr(exc, 'problem', None) or exc})") from exc
     if not isinstance(meta, dict):
         raise SkillFileError("its front matter is not a mapping of keys to values")
