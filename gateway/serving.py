@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -16,10 +16,6 @@ from gateway.app import CLIENT_REQUEST_TIMEOUT_S, Gateway
 from gateway.cluster.replicas import NoCluster, RedisCluster
 from gateway.cluster.session_ids import SessionIds
 from gateway.config import Config, ServerSettings
-from gateway.frontend.http.connection_bounds import ConnectionBounds
-from gateway.frontend.http.connection_guard import guarded
-from gateway.frontend.http.server import HttpFrontend
-from gateway.frontend.http.sessions import Ask, Push
 from gateway.frontend.session import ClientSession
 from gateway.identity.principal import LOCAL, Identity
 from gateway.observability.tracing import RECEIVED_OVER, STDIO
@@ -29,6 +25,12 @@ from gateway.protocol.lists import PROMPTS, SKILLS, Lists
 from gateway.protocol.modern import Envelope
 from gateway.rpc import Notify, PeerClosed, RemoteError, RequestTimeout, RpcPeer
 from gateway.transports.base import MessageStream
+
+if TYPE_CHECKING:  # Starlette and the HTTP front end: loaded where HTTP is served (a stdio gateway, and
+    # check, list, explain and render, start a fifth faster without them)
+    from gateway.frontend.http.connection_bounds import ConnectionBounds
+    from gateway.frontend.http.server import HttpFrontend
+    from gateway.frontend.http.sessions import Ask, Push
 
 log = structlog.get_logger("gateway.app")
 
@@ -121,6 +123,8 @@ def _as_relay(ask: Ask) -> Ask:
 
 def http_frontend(gateway: Gateway) -> HttpFrontend:
     """The HTTP front end wired to this gateway's catalog, hub and per-token policies."""
+    from gateway.frontend.http.server import HttpFrontend
+
     list_changed = encode(Notification("notifications/prompts/list_changed"))
     tools_changed = encode(Notification("notifications/tools/list_changed"))
     resources_changed = encode(Notification("notifications/resources/list_changed"))
@@ -208,6 +212,8 @@ def ensure_safe_exposure(config: Config) -> None:
 
 
 def connection_bounds(settings: ServerSettings, max_message_bytes: int) -> ConnectionBounds:
+    from gateway.frontend.http.connection_bounds import ConnectionBounds
+
     return ConnectionBounds(
         max_connections=settings.max_connections,
         max_connections_per_client=settings.max_connections_per_client,
@@ -230,6 +236,8 @@ async def serve_http(
     sock = sock or listening_socket(settings.host, settings.port)
     import uvicorn  # only an HTTP gateway needs it (~60 ms of every stdio gateway's start otherwise)
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from gateway.frontend.http.connection_guard import guarded
 
     class _EmbeddedServer(uvicorn.Server):
         """uvicorn inside the gateway's task group: the gateway, not uvicorn, owns SIGTERM/SIGINT."""

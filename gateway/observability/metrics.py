@@ -12,17 +12,19 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
-from starlette.requests import Request as HttpRequest
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from gateway.observability.after_answer import later
+
+if TYPE_CHECKING:
+    from starlette.requests import Request as HttpRequest
+    from starlette.responses import Response
+    from starlette.routing import Route
 
 STATES = ("starting", "ready", "backing-off", "failed", "stopped")
 
@@ -76,6 +78,9 @@ class Metrics:
         upstreams: Callable[[], Sequence[UpstreamView]],
         cluster: Callable[[], dict[str, Any] | None] = lambda: None,
     ) -> list[Route]:
+        from starlette.responses import JSONResponse, Response  # where HTTP is served only (serving.py)
+        from starlette.routing import Route
+
         async def healthz(request: HttpRequest) -> Response:
             return JSONResponse({"status": "ok"})
 
