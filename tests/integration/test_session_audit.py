@@ -40,3 +40,27 @@ async def test_another_identitys_session_is_refused_and_audited(tmp_path: Path) 
         missing = await http.post(url, json=listing, headers=ops)
         assert missing.status_code == 400
         await gateway.wait_for_event("audit", outcome="refused", status=400)
+
+
+async def test_another_identitys_legacy_sse_session_is_refused_and_audited(tmp_path: Path) -> None:
+    """The same over the legacy HTTP+SSE transport: a POST to another token's stream is a 404, audited."""
+    config = write_config(
+        tmp_path / "g.toml",
+        [demo_upstream("writing", "writing")],
+        server={"transport": "http", "port": 0, "audit": {}},
+        tokens=[{"name": "ci", "token": CI}, {"name": "ops", "token": OPS}],
+    )
+    listing = {"jsonrpc": "2.0", "id": 8, "method": "prompts/list"}
+    async with running_gateway(config) as gateway, httpx.AsyncClient(timeout=30) as http:
+        ci = {"Authorization": f"Bearer {CI}", "Accept": "text/event-stream"}
+        async with http.stream("GET", f"{gateway.url}/sse", headers=ci) as stream:
+            endpoint = ""
+            async for line in stream.aiter_lines():
+                if line.startswith("data:"):
+                    endpoint = line[len("data:") :].strip()
+                    break
+            ops = {"Authorization": f"Bearer {OPS}", "Content-Type": "application/json"}
+            stolen = await http.post(f"{gateway.url}{endpoint}", json=listing, headers=ops)
+            assert stolen.status_code == 404
+            event = await gateway.wait_for_event("audit", outcome="refused", status=404)
+            assert (event["who"], event["method"]) == ({"kind": "token", "name": "ops"}, "prompts/list")

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from gateway.cluster.replicas import NoCluster
 from gateway.frontend.http.credentials_expiry import until_credentials_expire
 from gateway.frontend.http.messages import (
+    BODY_KEY,
     plain,
     read_body,
     refused,
@@ -69,10 +70,12 @@ class LegacySsePath(HttpPaths):
             return await self._refused(request, refusal, principal)
         session_id = request.query_params.get("session_id")
         session = await self.store.lookup(request, principal, session_id)
-        if isinstance(session, Response):
+        if isinstance(session, Response):  # audited as a refusal, unless another replica holds its stream
             if session.status_code == 404 and session_id:
-                return await self._forward_legacy(request, principal, session_id, session)
-            return session
+                forwarded = await self._forward_legacy(request, principal, session_id, session)
+                if forwarded is not session:
+                    return forwarded
+            return await self._refused(request, session, principal)
         if not session.legacy:
             return plain(400, "Bad Request: not a legacy HTTP+SSE session")
         message = await self._read_message(request)
@@ -98,6 +101,7 @@ class LegacySsePath(HttpPaths):
         body = await read_body(request, self._max_message_bytes, head)
         if body is None:
             return too_large(self._max_message_bytes, bytes(head))
+        request.scope[BODY_KEY] = body  # (read once: the refusal's audit reads it here)
         if await self.store.cluster.forward_legacy(session_id, key_of(principal), body):
             return Response(status_code=202)
         return not_found
