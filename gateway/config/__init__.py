@@ -187,7 +187,7 @@ def _stand_in(upstream: Any) -> Any:
     an upstream is never started). None where its name or transport names one: it cannot stand."""
     if not isinstance(upstream, dict) or any("${" in repr(upstream.get(key)) for key in ("namespace", "transport")):
         return None
-    transports = _models_in(Config.model_fields["upstreams"].annotation).values()
+    transports = _transports().values()
     kept = {  # a key no transport has stays, to be said unknown
         key: value
         for key, value in upstream.items()
@@ -255,14 +255,18 @@ def _did_you_mean(loc: tuple[int | str, ...]) -> str:
     if section is None:
         return ""
     if len(loc) == 4 and loc[0] == "upstreams" and isinstance(loc[2], str):
-        transports = _models_in(Config.model_fields["upstreams"].annotation)
-        having = sorted({str(tag) for tag, model in transports.items() if _has_key(model, key)})
+        having = sorted({str(tag) for tag, model in _transports().items() if _has_key(model, key)})
         if having:
             kinds = " or ".join(repr(tag) for tag in having)
             return f" for transport {loc[2]!r}: it is a key of transport = {kinds} upstreams"
     keys = {field.alias or name for name, field in section.model_fields.items()} - {key}
     close = difflib.get_close_matches(key, keys, n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _transports() -> dict[str | None, type[BaseModel]]:
+    """An upstream's section by its transport."""
+    return _models_in(Config.model_fields["upstreams"].annotation)
 
 
 def _has_key(model: type[BaseModel], key: str) -> bool:
@@ -324,10 +328,12 @@ def _validated(expanded: dict[str, Any], unresolved: Set[int]) -> Config:
         return Config.model_validate(expanded)
     except ValidationError as exc:
         invalid = {loc[1] for e in exc.errors() if len(loc := e["loc"]) > 1 and loc[0] == "upstreams"} & unresolved
-        upstreams = list(expanded["upstreams"]) if invalid else []
+        if not invalid:
+            raise
+        upstreams = list(expanded["upstreams"])
         for index in invalid:
             upstreams[int(index)] = _stand_in(upstreams[int(index)])
-        if not invalid or None in upstreams:
+        if None in upstreams:
             raise
         try:
             return Config.model_validate({**expanded, "upstreams": upstreams})

@@ -342,10 +342,13 @@ class Supervision:
         if code < 0:
             with suppress(ValueError):
                 how = f"was killed by {signal.Signals(-code).name}"
-        tail = " | ".join(self._stderr_tail)
-        return f"connection closed: the server {how}" + (f"; its stderr ended with: {tail[-500:]}" if tail else "")
+        return f"connection closed: the server {how}{self._stderr_said()}"
 
     def _exited(self, phase: str, *, verb: str = "exited") -> str:
         """'exited <phase>', with the last lines the server wrote to stderr: usually the reason."""
+        return f"{verb} {phase}{self._stderr_said()}"
+
+    def _stderr_said(self) -> str:
+        """The last lines the server wrote to stderr, as an exit's reason ends with them ('' if none)."""
         tail = " | ".join(self._stderr_tail)
-        return f"{verb} {phase}" + (f"; its stderr ended with: {tail[-500:]}" if tail else "")
+        return f"; its stderr ended with: {tail[-500:]}" if tail else ""

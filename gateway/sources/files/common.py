@@ -14,6 +14,10 @@ import yaml
 
 MAX_NAME_CHARS = 128
 MAX_DESCRIPTION_CHARS = 300
+YAML_ERRORS = (yaml.YAMLError, ValueError)
+"""What loading YAML raises on a bad document: ValueError for an integer past Python's 4300 digits or a
+YAML 1.1 form under an explicit tag (``!!int 0b11`` to the skills' YAML 1.2 reader)."""
+
 FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^---[ \t]*\r?\n?", re.DOTALL | re.MULTILINE)
 _LENIENT_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)[ \t]*:[ \t]*(.*?)[ \t]*$")
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -52,7 +56,7 @@ def lenient_front_matter(text: str) -> FrontMatter:
     body, body_line = text[match.end() :], text[: match.end()].count("\n") + 1
     try:
         meta = yaml.safe_load(match.group(1))
-    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int past 4300 digits, a tagged !!int 0b11
+    except YAML_ERRORS as exc:
         lines = (_LENIENT_LINE.match(line) for line in match.group(1).splitlines())
         found = {m.group(1): _value_of(m.group(2)) for m in lines if m is not None and m.group(2)}
         return FrontMatter(
@@ -69,7 +73,7 @@ def _value_of(value: str) -> Any:
     """One front-matter line's value: YAML where it is (``[a, b]`` a list), else its text."""
     try:
         parsed = yaml.safe_load(value)
-    except (yaml.YAMLError, ValueError):
+    except YAML_ERRORS:
         return _unquoted(value)
     return parsed if parsed is not None else _unquoted(value)
 

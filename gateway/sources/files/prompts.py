@@ -40,7 +40,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gateway.protocol.meta_keys import TAGS_META_KEY
 from gateway.sources.files import claude_code, vscode
-from gateway.sources.files.common import Argument, lenient_front_matter, text_of, valid_name
+from gateway.sources.files.common import YAML_ERRORS, Argument, lenient_front_matter, text_of, valid_name
 from gateway.sources.files.kinds import Format, Kind, kind_of
 
 MAX_FILE_BYTES = 256 * 1024
@@ -334,7 +334,7 @@ def _front_matter(relative: str, text: str) -> tuple[dict[str, Any], str, int]:
         return {}, text, 1
     try:
         meta = yaml.safe_load(match.group(1)) or {}
-    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int past 4300 digits, a tagged !!int 0b11
+    except YAML_ERRORS as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1
         raise PromptFileError(

@@ -38,7 +38,7 @@ from gateway.protocol.skills import (
     digest_of,
     valid_name,
 )
-from gateway.sources.files.common import FRONT_MATTER
+from gateway.sources.files.common import FRONT_MATTER, YAML_ERRORS
 from gateway.sources.files.misread import SHOWN
 
 MAX_SKILLS_BYTES = 256 * 1024 * 1024
@@ -236,7 +236,7 @@ def parse_frontmatter(data: bytes) -> dict[str, Any]:
         raise SkillFileError(f"{SKILL_FILE} does not begin with YAML front matter between '---' lines")
     try:
         meta = yaml.load(match.group(1), Loader=_VerbatimLoader)  # noqa: S506 - a SafeLoader subclass
-    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int past 4300 digits, a tagged !!int 0b11
+    except YAML_ERRORS as exc:
         raise SkillFileError(f"its front matter is not valid YAML ({getattr(exc, 'problem', None) or exc})") from exc
     if not isinstance(meta, dict):
         raise SkillFileError("its front matter is not a mapping of keys to values")
