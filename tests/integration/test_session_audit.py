@@ -17,15 +17,20 @@ CI = "ci-token-0123456789abcdef"
 OPS = "ops-token-0123456789abcdef"
 
 
-async def test_another_identitys_session_is_refused_and_audited(tmp_path: Path) -> None:
-    """A tester: only refusals at the door (401, 403, 421) were audited; a token using another token's
-    session (404, the security-relevant one) and a request without its session id (400) were not."""
-    config = write_config(
+def two_tokens_audited(tmp_path: Path) -> Path:
+    """An HTTP gateway with two tokens (ci, ops) and its audit on stderr."""
+    return write_config(
         tmp_path / "g.toml",
         [demo_upstream("writing", "writing")],
         server={"transport": "http", "port": 0, "audit": {}},
         tokens=[{"name": "ci", "token": CI}, {"name": "ops", "token": OPS}],
     )
+
+
+async def test_another_identitys_session_is_refused_and_audited(tmp_path: Path) -> None:
+    """A tester: only refusals at the door (401, 403, 421) were audited; a token using another token's
+    session (404, the security-relevant one) and a request without its session id (400) were not."""
+    config = two_tokens_audited(tmp_path)
     listing = {"jsonrpc": "2.0", "id": 7, "method": "prompts/list"}
     async with running_gateway(config) as gateway, httpx.AsyncClient(timeout=30) as http:
         url = f"{gateway.url}/mcp"
@@ -44,12 +49,7 @@ async def test_another_identitys_session_is_refused_and_audited(tmp_path: Path) 
 
 async def test_another_identitys_legacy_sse_session_is_refused_and_audited(tmp_path: Path) -> None:
     """The same over the legacy HTTP+SSE transport: a POST to another token's stream is a 404, audited."""
-    config = write_config(
-        tmp_path / "g.toml",
-        [demo_upstream("writing", "writing")],
-        server={"transport": "http", "port": 0, "audit": {}},
-        tokens=[{"name": "ci", "token": CI}, {"name": "ops", "token": OPS}],
-    )
+    config = two_tokens_audited(tmp_path)
     listing = {"jsonrpc": "2.0", "id": 8, "method": "prompts/list"}
     async with running_gateway(config) as gateway, httpx.AsyncClient(timeout=30) as http:
         ci = {"Authorization": f"Bearer {CI}", "Accept": "text/event-stream"}

@@ -14,9 +14,18 @@ import mcp.types as t
 import pytest
 from mcp import Client
 
-from tests.integration.helpers import ROOT, Gate, ListChangedWatcher, running_gateway, write_config
+from tests.integration.helpers import ROOT, Gate, ListChangedWatcher, RunningGateway, running_gateway, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+async def kill_the_server(client: Client, gateway: RunningGateway) -> None:
+    """SIGKILL to the process serving ``dyn`` (the pid its ``pid`` prompt gives), the events so far cleared."""
+    content = (await client.get_prompt("dyn__pid")).messages[0].content
+    assert isinstance(content, t.TextContent)
+    gateway.events.clear()
+    os.kill(int(content.text), signal.SIGKILL)
+
 
 LINGERING_LEADER = """
 import os, signal, subprocess, sys, time
@@ -42,10 +51,7 @@ async def test_list_changed_comes_when_the_connection_ends_not_when_the_process_
         await gate.open()
         await gateway.wait_for_event("upstream_state", upstream="dyn", state="ready")
         async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client:
-            content = (await client.get_prompt("dyn__pid")).messages[0].content
-            assert isinstance(content, t.TextContent)
-            gateway.events.clear()
-            os.kill(int(content.text), signal.SIGKILL)
+            await kill_the_server(client, gateway)
             await changes.wait()
             assert "dyn__pid" not in {p.name for p in (await client.list_prompts()).prompts}
             await gateway.wait_for_event("list_changed_broadcast")
@@ -59,9 +65,9 @@ async def test_list_changed_comes_when_the_connection_ends_not_when_the_process_
 DAEMON_KEEPING_A_COPY = """
 import os, subprocess, sys
 copy = os.dup(1)  # uvx, npm and shells keep copies of their stdio at higher descriptors
-daemon = "import sys, time; print(flush=True); time.sleep(600)"
+daemon = "import time; time.sleep(600)"
 subprocess.Popen([sys.executable, "-c", daemon], start_new_session=True, pass_fds=(copy,), stdin=subprocess.DEVNULL,
-                 stdout=open(sys.argv[1], "w"), stderr=subprocess.DEVNULL)
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 os.execv(sys.executable, [sys.executable, "-m", "tests.servers.dynamic"])
 """
 """A server that starts a daemon of its own session, which inherits a copy of the server's stdout."""
@@ -71,8 +77,7 @@ async def test_a_server_whose_daemon_holds_its_output_is_seen_to_die_and_comes_b
     """A tester: such a server, killed, stayed "ready" for good (its stdout never ended: the daemon held
     it), and every listing waited timeout_s for it. Its exit now ends the connection, the daemon goes
     with it, and the server is started again."""
-    started = tmp_path / "daemon-started"
-    command = {"command": sys.executable, "args": ["-c", DAEMON_KEEPING_A_COPY, str(started)], "cwd": str(ROOT)}
+    command = {"command": sys.executable, "args": ["-c", DAEMON_KEEPING_A_COPY], "cwd": str(ROOT)}
     config = write_config(
         tmp_path / "c.toml", [{"namespace": "dyn", **command}], server={"transport": "http", "port": 0}
     )
@@ -80,10 +85,7 @@ async def test_a_server_whose_daemon_holds_its_output_is_seen_to_die_and_comes_b
     async with running_gateway(config) as gateway:
         await gateway.wait_for_event("upstream_state", upstream="dyn", state="ready")
         async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None, message_handler=changes) as client:
-            content = (await client.get_prompt("dyn__pid")).messages[0].content
-            assert isinstance(content, t.TextContent)
-            gateway.events.clear()
-            os.kill(int(content.text), signal.SIGKILL)
+            await kill_the_server(client, gateway)
             await gateway.wait_for_event("upstream_output_held")  # asked whether it serves on: it does not
             backing_off = await gateway.wait_for_event("upstream_state", upstream="dyn", state="backing-off")
             # and how it ended is said, as for an exit while starting (it said only "connection closed")
