@@ -99,9 +99,15 @@ async def test_a_server_whose_daemon_holds_its_output_is_seen_to_die_and_comes_b
 
 DAEMONIZING = """
 import os, sys
+left, told = os.pipe()
 if os.fork():
+    os.close(told)
+    os.read(left, 1)  # the server has left the group (the gateway ends the group its first process leaves)
     os._exit(0)  # the first process goes; the server serves on in a session of its own, on the same stdio
 os.setsid()
+os.close(left)
+os.write(told, b"x")
+os.close(told)
 os.execv(sys.executable, [sys.executable, "-m", "tests.servers.dynamic"])
 """
 
