@@ -34,7 +34,7 @@ class GatewayOperatorView:
             connector = next(c for c in self._gateway.connectors if c.namespace == settings.namespace)
             recent = list(getattr(connector, "recent_ms", ()))
             transport: str = "files" if isinstance(settings, FilesUpstream) else settings.transport
-            if isinstance(settings, HttpUpstream):
+            if isinstance(settings, HttpUpstream) and settings.unresolved is None:  # else a stand-in's URL
                 transport = f"{transport} {settings.url.split('?', 1)[0].split('@')[-1]}"  # never a user part
             rows.append({
                 "namespace": settings.namespace,

@@ -122,9 +122,9 @@ class Supervision:
 
         async def _listen(self, peer: RpcPeer) -> None: ...
 
-        async def _check_health(self, peer: RpcPeer, stream: MessageStream) -> None: ...
+        async def _check_health(self, peer: RpcPeer) -> None: ...
 
-        async def _check_when_held(self, peer: RpcPeer, stream: MessageStream) -> None: ...
+        async def _check_when_held(self, peer: RpcPeer) -> None: ...
 
     def _enter(self, state: State, **details: Any) -> None:
         self._states.enter(state, **details)
@@ -241,9 +241,9 @@ class Supervision:
                     if self.modern and (self.declares_list_changed or self.declares_resource_changes):
                         tg.start_soon(self._listen, peer)
                     if isinstance(self.settings, HttpUpstream):
-                        tg.start_soon(self._check_health, peer, stream)
+                        tg.start_soon(self._check_health, peer)
                     else:  # its first process gone and its output held: asked whether it is there
-                        tg.start_soon(self._check_when_held, peer, stream)
+                        tg.start_soon(self._check_when_held, peer)
                     await peer.wait_closed()
                 except (HandshakeFailed, UpstreamError) as exc:
                     failure = exc

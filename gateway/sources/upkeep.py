@@ -15,7 +15,6 @@ from gateway.protocol.lists import EVERY_LIST, OnChange
 from gateway.rpc import PeerClosed, RemoteError, RequestTimeout, RpcPeer, UnusableAnswer
 from gateway.sources.backoff import Backoff
 from gateway.sources.upstream_options import http_status
-from gateway.transports.base import MessageStream
 
 HEALTH_CHECK_S = 5.0
 """How often a remote upstream is asked whether it is still there."""
@@ -49,7 +48,7 @@ class ConnectionUpkeep:
     def _for_server(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    async def _check_health(self, peer: RpcPeer, stream: MessageStream) -> None:
+    async def _check_health(self, peer: RpcPeer) -> None:
         """A remote server can go away without a word (no process to watch, a GET stream it may not
         offer): asked every ``HEALTH_CHECK_S`` whether it is there (``ping``; ``server/discover`` for a
         2026-07-28 server, which has no ping). No answer in time, or no server: the connection is
@@ -59,7 +58,7 @@ class ConnectionUpkeep:
             if not await self._answers(peer):
                 return
 
-    async def _check_when_held(self, peer: RpcPeer, stream: MessageStream) -> None:
+    async def _check_when_held(self, peer: RpcPeer) -> None:
         """A stdio server's first process exited and its output did not end: a daemon it started holds
         a copy (the server is gone: it does not answer, and the connection is dropped), or it daemonized
         and serves on (it answers, and is asked again as a remote server is). Neither is assumed: a
@@ -68,7 +67,7 @@ class ConnectionUpkeep:
         self._log.info("upstream_output_held", detail="its first process exited; asked whether it serves on")
         if await self._answers(peer):
             self._log.info("upstream_serves_on", detail="its first process exited, and it answers")
-            await self._check_health(peer, stream)
+            await self._check_health(peer)
 
     async def _answers(self, peer: RpcPeer) -> bool:
         """Whether the server answers ``ping`` (``server/discover``, 2026-07-28) in time; if not, the

@@ -195,9 +195,10 @@ async def test_an_open_page_does_not_hold_up_a_shutdown(tmp_path: Path) -> None:
 
 
 async def test_without_a_token_the_page_answers_loopback_callers(tmp_path: Path) -> None:
+    unset = {"namespace": "remote", "transport": "streamable-http", "url": "${PAGE_TEST_UNSET_URL}"}
     path = write_config(
         tmp_path / "g.toml",
-        [demo_upstream("writing", "writing")],
+        [demo_upstream("writing", "writing"), unset],
         server={"transport": "http", "port": 0, "admin": {"enabled": True}},
     )
     async with running_gateway(path) as gateway, httpx.AsyncClient(base_url=gateway.url) as http:
@@ -205,6 +206,9 @@ async def test_without_a_token_the_page_answers_loopback_callers(tmp_path: Path)
         shown = await http.get("/admin")  # from 127.0.0.1, Host 127.0.0.1:port
         assert shown.status_code == 200
         assert "writing__summarize" in shown.text
+        # an upstream whose URL is an unset variable says so, not the URL it was checked with in its stead
+        assert "environment variable PAGE_TEST_UNSET_URL is not set" in shown.text
+        assert "unresolved.invalid" not in shown.text
         port = gateway.url.rsplit(":", 1)[1]
         assert (await http.get("/admin", headers={"Host": f"localhost:{port}"})).status_code == 200
         assert (await http.get("/admin", headers={"Host": "evil.example"})).status_code == 421
