@@ -62,10 +62,10 @@ def server_on_reload(running: ServerSettings, new: ServerSettings) -> tuple[Serv
     new deny ignored; a reviewer, every token's, where one token was added beside it). Tokens added,
     removed or given a new secret, and everything else, take effect on restart."""
     wanted = {(t.name, t.token): t for t in new.tokens}
-    tokens = [
+    tokens = tuple(  # a tuple, as the config holds them: a list was never equal, and every reload named tokens
         t.model_copy(update={"policy": n.policy, "rate": n.rate}) if (n := wanted.get((t.name, t.token))) else t
         for t in running.tokens
-    ]
+    )
     applied = running.model_copy(update={"views": new.views, "tokens": tokens})
     return applied, [key for key in type(new).model_fields if getattr(applied, key) != getattr(new, key)]
 
@@ -128,6 +128,7 @@ class Reloading:
             log.warning("reload_setting_ignored", setting=f"gateway.{key}", reason="takes effect on restart")
         if kept:
             new = new.model_copy(update={"gateway": new.gateway.model_copy(update=kept)})
+        unchanged = new == self.config  # a comment, a key's order, a file saved again: nobody is told
         wanted = {u.namespace: u for u in new.upstreams}
         taken_back = self._settle_hand_overs(wanted)
         stopped = [
@@ -162,13 +163,16 @@ class Reloading:
             kept=sorted(set(wanted) - {c.namespace for c in started}),
             serving_until_replaced=sorted(self._serving_old),
             taken_back=taken_back,
+            unchanged=unchanged,
         )
         self._reloaded.set()
         self._reloaded = anyio.Event()
         # Told at once (a policy, a removed or renamed upstream): an upstream started here is announced
         # when it is ready, as any other. Waiting for those to settle held back every session's
-        # list_changed, the next reload and a SIGTERM for up to their timeout_s.
-        self._debouncer.poke()
+        # list_changed, the next reload and a SIGTERM for up to their timeout_s. A config that reads as
+        # the running one changes no list (a tester's comment sent every session list_changed).
+        if not unchanged:
+            self._debouncer.poke()
         self._announce_change()
         await self.cluster.announce_generation(new.digest)
 

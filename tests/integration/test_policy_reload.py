@@ -8,8 +8,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from mcp import Client
 
-from tests.integration.helpers import demo_upstream, running_gateway, write_config
+from tests.integration.helpers import demo_upstream, running_gateway, sdk_upstream, write_config
 from tests.integration.test_http import INIT, authorized
 
 pytestmark = pytest.mark.anyio
@@ -49,3 +50,34 @@ async def test_a_tokens_new_policy_reaches_its_open_sessions_and_restart_only_ke
             assert {p.name for p in (await later.list_prompts()).prompts} == now
         headers = {"Authorization": f"Bearer {OPS}", "Accept": "application/json, text/event-stream"}
         assert (await raw.post(f"{gateway.url}/mcp", json=INIT, headers=headers)).status_code == 401
+        # only ci's policy changed (the port back as it runs): nothing waits, and no warning says otherwise
+        # (a tester saw every reload, even one that changed nothing, name server.tokens)
+        write_config(config, upstreams, server=http, tokens=[{**denied, "policy": {"deny": ["eng__*"]}}])
+        gateway.process.send_signal(signal.SIGHUP)
+        await gateway.wait_for_event("config_reloaded")
+        assert not [e for e in gateway.events if e.get("event") == "reload_server_settings_ignored"]
+        again = {p.name for p in (await client.list_prompts()).prompts}
+        assert "writing__summarize" in again
+        assert not [name for name in again if name.startswith("eng__")]
+
+
+async def test_a_reload_that_changes_nothing_tells_no_client(tmp_path: Path) -> None:
+    """A tester added a comment to the config under ``--watch``: every session was sent list_changed for
+    prompts and skills (a reload's fan-out says "anything may have changed"). A config that reads as the
+    running one changes no list; the next fan-out is the upstream's own, for its prompts alone."""
+    config = write_config(
+        tmp_path / "g.toml",
+        [sdk_upstream("dyn", "dynamic")],
+        server={"transport": "http", "port": 0},
+        gateway={"list_changed_debounce_s": 0},  # a reload's fan-out, if any, goes before the change below
+    )
+    async with running_gateway(config) as gateway:
+        await gateway.wait_for_event("upstream_state", upstream="dyn", state="ready")
+        config.write_text(config.read_text() + "\n# a comment, and nothing else\n")
+        gateway.process.send_signal(signal.SIGHUP)
+        reloaded = await gateway.wait_for_event("config_reloaded")
+        assert reloaded["unchanged"] is True
+        async with Client(f"{gateway.url}/mcp", mode="legacy", cache=None) as client:
+            await client.get_prompt("dyn__add", {"name": "added"})  # the upstream announces its change
+        told = await gateway.wait_for_event("list_changed_broadcast")
+        assert told["lists"] == ["prompts"]  # a reload's would say ["prompts", "skills"]
