@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -15,6 +15,10 @@ from gateway.catalog.explain import Layer, not_found
 from gateway.catalog.policy import Rules
 from gateway.config import FilesUpstream, HttpUpstream
 from gateway.explaining import caller_layers
+
+if TYPE_CHECKING:
+    from gateway.sources.files.source import FilePromptSource  # Jinja2, YAML, watchfiles: only for files
+    from gateway.sources.upstream import UpstreamConnector
 
 SHOWN_OF_AN_AUDIT_EVENT = ("timestamp", "who", "method", "prompt", "skill", "outcome", "code", "status", "reason")
 """What the page shows of an audit event, and all it is sent of one (not an argument's value, if kept):
@@ -29,6 +33,7 @@ class GatewayOperatorView:
 
     def upstreams(self) -> list[dict[str, Any]]:
         counts = self._gateway.catalog.listed_counts()
+        replacing = self._gateway.replacements()
         rows = []
         for settings in self._gateway.config.upstreams:
             connector = next(c for c in self._gateway.connectors if c.namespace == settings.namespace)
@@ -43,7 +48,7 @@ class GatewayOperatorView:
                 "prompts": counts.get(settings.namespace, 0),
                 "latency": f"{statistics.median(recent):.1f} ms (last {len(recent)})" if recent else "",
                 "restarts": getattr(connector, "restarts", 0),
-                "last_error": (connector.last_error or "")[:300],  # kept after a recovery: what went wrong last
+                "last_error": (_replacing(replacing.get(settings.namespace)) or connector.last_error or "")[:300],
             })  # fmt: skip
         return rows
 
@@ -134,3 +139,12 @@ class GatewayOperatorView:
 
             tg.start_soon(first, self._gateway.states_changed)
             tg.start_soon(first, self._gateway.audit.kept_another)
+
+
+def _replacing(successor: UpstreamConnector | FilePromptSource | None) -> str | None:
+    """What the row says while a reload's successor has not taken over (the row is the connection that
+    serves): its state, and why it is not ready yet."""
+    if successor is None:
+        return None
+    why = f": {successor.last_error}" if successor.last_error else ""
+    return f"serving from before the reload; its replacement is {successor.state}{why}"

@@ -192,6 +192,11 @@ class Reloading:
                 taken_back.append(namespace)
         return taken_back
 
+    def replacements(self) -> dict[str, UpstreamConnector | FilePromptSource]:
+        """Each upstream a reload is replacing, by name: its successor, not serving yet (a tester's
+        mistyped command showed nowhere but in the log while the old connection served on)."""
+        return {namespace: self._running[namespace].connector for namespace in self._serving_old}
+
     def _connection_of(self, namespace: str) -> UpstreamConnector | FilePromptSource | None:
         running = self._running.get(namespace)
         return None if running is None else running.connector

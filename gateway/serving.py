@@ -250,7 +250,7 @@ async def serve_http(
             await super().startup(sockets)
             gateway.serving()  # accepting now: the upstreams may start
 
-    routes = gateway.metrics.routes(lambda: gateway.connectors, gateway.cluster.status)
+    routes = gateway.metrics.routes(lambda: gateway.connectors, gateway.cluster.status, gateway.replacements)
     closing: list[Callable[[], None]] = []
     if settings.admin.enabled:  # the operator page: its own token, or loopback only
         from gateway.frontend.admin.page import AdminPage

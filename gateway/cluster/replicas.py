@@ -261,6 +261,7 @@ class RedisCluster:
         if self._epoch is not None:
             status["catalog_epoch"] = self._epoch
         if self._status.generations:
+            status["replica"] = self.replica  # which of config_generations answered (through a balancer)
             status["config_generations"] = dict(self._status.generations)
             status["replicas_agree"] = len(set(self._status.generations.values())) == 1
         return status
@@ -328,11 +329,16 @@ class RedisCluster:
         await self._redis.set(self._alive_key, self._generation.encode(), ex=ttl)
         keys = [key async for key in self._redis.scan_iter(match=f"{ALIVE_PREFIX}*", count=1000)]
         values = await self._redis.mget(keys) if keys else []
+        agreed = len(set(self._status.generations.values())) <= 1
         self._status.generations = {
             _text(key).removeprefix(ALIVE_PREFIX): _text(value)
             for key, value in zip(keys, values, strict=True)
             if value is not None
         }
+        agree = len(set(self._status.generations.values())) <= 1
+        if agree != agreed:  # said once when it begins and once when it ends: /readyz alone was easy to miss
+            event = "replicas_agree" if agree else "replicas_disagree"
+            (log.info if agree else log.warning)(event, config_generations=dict(self._status.generations))
 
     def _handle(self, data: Any) -> str | None:
         """Act on another replica's message; its kind."""

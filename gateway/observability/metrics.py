@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import accumulate
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -77,6 +77,7 @@ class Metrics:
         self,
         upstreams: Callable[[], Sequence[UpstreamView]],
         cluster: Callable[[], dict[str, Any] | None] = lambda: None,
+        replacements: Callable[[], Mapping[str, UpstreamView]] = dict,
     ) -> list[Route]:
         from starlette.responses import JSONResponse, Response  # where HTTP is served only (serving.py)
         from starlette.routing import Route
@@ -90,6 +91,8 @@ class Metrics:
             states = {u.namespace: u.state for u in upstreams()}
             ready = any(u.ready for u in upstreams())
             body: dict[str, Any] = {"ready": ready, "upstreams": states}
+            if replacing := {namespace: u.state for namespace, u in replacements().items()}:
+                body["replacing"] = replacing  # a reload's successors, until each takes over
             shared = cluster()
             if shared is not None:
                 body["cluster"] = shared

@@ -22,8 +22,8 @@ HEARTBEAT_S = 0.3
 
 
 @asynccontextmanager
-async def replica(tmp_path: Path, redis_url: str) -> AsyncIterator[RunningGateway]:
-    """A replica on a port of its own (its config differs from the others' only there)."""
+async def replica(tmp_path: Path, redis_url: str, deny: tuple[str, ...] = ()) -> AsyncIterator[RunningGateway]:
+    """A replica on a port of its own (its config differs from the others' only there, and in ``deny``)."""
     port = free_port()
     config = write_config(
         tmp_path / f"replica-{port}.toml",
@@ -34,6 +34,7 @@ async def replica(tmp_path: Path, redis_url: str) -> AsyncIterator[RunningGatewa
             "redis_url": redis_url,
             "heartbeat_s": HEARTBEAT_S,
         },
+        policy={"deny": list(deny)},
     )
     async with running_gateway(config) as gateway:
         await gateway.wait_for_event("redis_connected")
@@ -85,3 +86,18 @@ async def test_readyz_says_nothing_of_the_replicas_while_redis_is_down(tmp_path:
         view = await cluster_view(http, a)
     assert view["redis"] == "unavailable"
     assert not {"replicas_agree", "config_generations", "catalog_epoch"} & set(view)
+
+
+async def test_replicas_that_disagree_are_logged_and_readyz_names_who_answered(tmp_path: Path) -> None:
+    """A tester behind HAProxy: ``replicas_agree: false`` showed only in /readyz (which still answers
+    200, rightly: each replica serves), nothing was logged, and through the balancer /readyz did not say
+    which replica had answered."""
+    async with redis_server() as redis, httpx.AsyncClient(timeout=20) as http, replica(tmp_path, redis.url) as a:
+        async with replica(tmp_path, redis.url, deny=("writing__translate",)) as b:
+            told = await a.wait_for_event("replicas_disagree", timeout=10 + 3 * HEARTBEAT_S)
+            assert len(set(told["config_generations"].values())) == 2
+            view = await until_replicas(http, a, 2)
+            assert view["replicas_agree"] is False
+            assert view["replica"] in view["config_generations"]
+            assert view["replica"] != (await cluster_view(http, b))["replica"]
+        await a.wait_for_event("replicas_agree", timeout=10 + 3 * HEARTBEAT_S)  # b stopped: a alone agrees

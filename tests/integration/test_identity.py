@@ -521,3 +521,25 @@ async def test_wrong_page_tokens_from_an_address_never_lock_out_a_valid_access_t
         ]
         assert statuses == [401, 401, 429]
         assert (await http.get(page, headers={"Authorization": f"Bearer {operator}"})).status_code == 200
+
+
+async def test_the_docs_sdk_example_runs_as_written(tmp_path: Path) -> None:
+    """docs/authentication.md's Python SDK example, its placeholders replaced by this provider's, run as a
+    script: a tester left out the storage and the issuer the docs did not show."""
+    text = (ROOT / "docs" / "authentication.md").read_text()
+    example = text.split("```python\n", 1)[1].split("```", 1)[0]
+    async with identity_setup(tmp_path) as setup:
+        for placeholder, value in (
+            ("https://prompts.example.com/mcp", setup.url),
+            ('"ci-job"', repr(ALICE["client_id"])),
+            ('"..."', repr(ALICE["client_secret"])),
+            ("https://login.example.com/realms/team", setup.provider.issuer),
+        ):
+            assert placeholder in example
+            example = example.replace(placeholder, value)
+        script = tmp_path / "example.py"
+        script.write_text(example + "\n\nimport asyncio\n\nasyncio.run(main())\n")
+        with anyio.fail_after(60):
+            ran = await anyio.run_process([sys.executable, "-W", "error::DeprecationWarning", str(script)], check=False)
+    assert ran.returncode == 0, ran.stderr.decode()
+    assert "eng__code_review" in ran.stdout.decode()

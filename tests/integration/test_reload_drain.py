@@ -162,8 +162,11 @@ async def test_a_replacement_that_does_not_come_up_leaves_the_old_one_serving_un
 ) -> None:
     """A reviewer: a mistyped command in a reload stopped a working server (the hand-over ended at its
     successor's first failure), and bringing the old settings back started a third process. The old one
-    serves, and says so to /readyz, until a successor is ready; a reload back to its settings keeps it."""
-    path = write_config(tmp_path / "c.toml", [held_upstream("1")], server=HTTP, gateway={"restart_initial_s": 0.05})
+    serves, and says so to /readyz, until a successor is ready; a reload back to its settings keeps it.
+    A tester: the failing successor showed only in the log (/readyz and the operator page said "ready"
+    and nothing else); both now say the replacement's state, the page why it is not ready."""
+    server = {**HTTP, "admin": {"enabled": True}}  # the page answers loopback callers
+    path = write_config(tmp_path / "c.toml", [held_upstream("1")], server=server, gateway={"restart_initial_s": 0.05})
     broken = held_upstream("2", args=["-c", "raise SystemExit(3)"])
     async with (
         running_gateway(path) as gw,
@@ -172,7 +175,7 @@ async def test_a_replacement_that_does_not_come_up_leaves_the_old_one_serving_un
     ):
         await gw.wait_for_event("upstream_state", upstream="hold", state="ready")
         old_pid = await pid_of(client)
-        write_config(path, [broken], server=HTTP, gateway={"restart_initial_s": 0.05})
+        write_config(path, [broken], server=server, gateway={"restart_initial_s": 0.05})
         gw.process.send_signal(signal.SIGHUP)
         await gw.wait_for_event("config_reloaded")
         for _ in range(2):  # the successor fails, is restarted, fails again
@@ -180,12 +183,17 @@ async def test_a_replacement_that_does_not_come_up_leaves_the_old_one_serving_un
         assert await pid_of(client) == old_pid
         ready = await http.get(f"{gw.url}/readyz")
         assert (ready.status_code, ready.json()["upstreams"]) == (200, {"hold": "ready"})
-        write_config(path, [held_upstream("1")], server=HTTP, gateway={"restart_initial_s": 0.05})
+        assert ready.json()["replacing"]["hold"] in ("starting", "backing-off")  # it goes round
+        page = (await http.get(f"{gw.url}/admin")).text
+        assert "serving from before the reload; its replacement is" in page
+        assert "exited while starting" in page  # why the replacement is not ready
+        write_config(path, [held_upstream("1")], server=server, gateway={"restart_initial_s": 0.05})
         gw.process.send_signal(signal.SIGHUP)
         reloaded = await gw.wait_for_event("config_reloaded")
         assert (reloaded["taken_back"], reloaded["stopped"], reloaded["started"]) == (["hold"], [], [])
         await gw.wait_for_event("upstream_state", upstream="hold", state="stopped")  # the successor
         assert await pid_of(client) == old_pid
+        assert "replacing" not in (await http.get(f"{gw.url}/readyz")).json()
 
 
 async def test_an_old_connection_lost_during_the_hand_over_is_not_started_again(tmp_path: Path) -> None:
