@@ -80,8 +80,8 @@ NOT_RUN_HERE = {
 }
 
 
-def blocks(language: str) -> list[str]:
-    return [body for lang, body in BLOCK.findall(README) if lang == language]
+def blocks(language: str, text: str = README) -> list[str]:
+    return [body for lang, body in BLOCK.findall(text) if lang == language]
 
 
 def test_the_config_reference_documents_every_key_and_only_real_keys() -> None:
@@ -115,7 +115,7 @@ def shell_commands() -> list[str]:
 def test_the_readme_python_client_runs_as_shown() -> None:
     """The README's SDK snippet, verbatim, from the repository root (where the example config is), with
     ``prompt-gateway`` found on the PATH as a user's install puts it there."""
-    (snippet,) = blocks("python")
+    (snippet,) = blocks("python", (ROOT / "README.md").read_text())  # (docs/authentication.md's: test_identity.py)
     bin_dir = str(Path(sys.executable).parent)
     result = subprocess.run(
         [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=120, cwd=ROOT,
