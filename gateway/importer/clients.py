@@ -26,6 +26,7 @@ from typing import Any, Literal
 import json5
 
 from gateway.protocol.errors import ConfigError
+from gateway.transports.child_env import INHERITED
 
 ClientFormat = Literal["auto", "claude-desktop", "claude-code", "cursor", "windsurf", "vscode", "zed"]
 CLIENT_FORMATS: tuple[ClientFormat, ...] = (
@@ -58,6 +59,14 @@ _EDITOR_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 _SHELL_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
 _ALWAYS_SET = frozenset({"HOME", "PATH"})
 """Variables every process has: the gateway needs them too, but nobody has to be told to set them."""
+_THE_SYSTEMS = frozenset(INHERITED) | {
+    *("PWD", "OLDPWD", "HOSTNAME", "TERM", "DISPLAY", "EDITOR", "VISUAL", "PAGER", "MAIL", "LANGUAGE"),
+    *("COLUMNS", "LINES", "SHLVL", "TEMP", "TMP", "USERNAME", "USERPROFILE", "APPDATA", "LOCALAPPDATA"),
+    *("SYSTEMROOT", "COMSPEC", "PATHEXT", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NODE_OPTIONS", "NODE_PATH"),
+}
+"""Names the system, a shell or a runtime sets or reads: an input named ``path``, ``user`` or ``tz`` made
+into ``${PATH}``, ``${USER}``, ``${TZ}`` was filled from the gateway's own environment (a tester's repository
+path became the shell's PATH), and setting it as the note said would change the gateway's."""
 _HTTP_TYPES = {"http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http"}
 
 
@@ -339,6 +348,7 @@ class _Variables:
         result: ClientConfig,
     ) -> None:
         self._style, self._inputs, self._workspace, self._result = style, inputs, workspace, result
+        self._input_names: dict[str, str] = {}  # each input's variable, once chosen: one per input
 
     def __call__(self, value: str, where: str) -> str:
         if self._style == "editor":
@@ -374,7 +384,7 @@ class _Variables:
                 self._result.variables.setdefault(name, "from the environment, as the client read it")
             return f"${{{name}}}"
         if kind == "input" and name:
-            variable = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper() or "INPUT"
+            variable = self._input_variable(name)
             description, default = self._inputs.get(name, (f"the input {name!r}", None))
             if default is not None:  # the input's default stands where the variable is unset
                 self._result.variables[variable] = f"{description} (default {default!r})"
@@ -393,3 +403,20 @@ class _Variables:
             return "${WORKSPACE_FOLDER}"
         self._result.warnings.append(f"{where}: {written} means nothing outside the editor: kept as text")
         return written.replace("$", "$$")
+
+    def _input_variable(self, input_id: str) -> str:
+        """The environment variable an input becomes: its id in capitals (``api-token``: ``API_TOKEN``);
+        ``INPUT_`` before it where the system has a variable of that name (``path``: ``INPUT_PATH``), and a
+        number after it where another input or variable of the file took it (``api-key`` and ``api_key``
+        were one ``API_KEY``, one secret for two servers)."""
+        if input_id in self._input_names:
+            return self._input_names[input_id]
+        base = re.sub(r"[^A-Za-z0-9]+", "_", input_id).strip("_").upper() or "INPUT"
+        if base in _THE_SYSTEMS or base[0].isdigit():
+            base = f"INPUT_{base}"
+        taken = set(self._input_names.values()) | set(self._result.variables)
+        variable, number = base, 2
+        while variable in taken:
+            variable, number = f"{base}_{number}", number + 1
+        self._input_names[input_id] = variable
+        return variable

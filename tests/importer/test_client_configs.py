@@ -201,6 +201,41 @@ def test_an_inputs_default_and_the_environment_the_client_read_are_said(tmp_path
     assert server["env"] == {"MODE": "a", "K": "k"}
 
 
+def test_inputs_named_as_the_systems_variables_or_as_each_other_stay_apart(tmp_path: Path) -> None:
+    """A tester's inputs ``path``, ``user`` and ``tz`` became ``${PATH}``, ``${USER}`` and ``${TZ}``: the
+    gateway filled them from its own environment (the repository path was the shell's PATH, the database
+    user the login name), and the header said to set PATH. ``api-key`` and ``api_key`` became one
+    ``${API_KEY}``: one secret for two servers."""
+    mcp_json = """{"inputs": [
+        {"type": "promptString", "id": "path", "description": "Path to the repository"},
+        {"type": "promptString", "id": "user", "description": "Postgres user name"},
+        {"type": "pickString", "id": "tz", "description": "Time zone", "options": ["UTC"], "default": "UTC"},
+        {"type": "promptString", "id": "api-key", "description": "Key for service A", "password": true},
+        {"type": "promptString", "id": "api_key", "description": "Key for service B", "password": true},
+        {"type": "promptString", "id": "1password", "description": "A vault token"}],
+      "servers": {
+        "git": {"command": "git-mcp", "args": ["--repo", "${input:path}"], "env": {"PGUSER": "${input:user}"}},
+        "clock": {"command": "clock-mcp", "env": {"TZ": "${input:tz}", "V": "${input:1password}"}},
+        "a": {"command": "a-mcp", "env": {"KEY": "${input:api-key}", "AGAIN": "${input:api-key}"}},
+        "b": {"command": "b-mcp", "env": {"KEY": "${input:api_key}"}}}}"""
+    imported = import_client_config(mcp_json, client="vscode")
+    for line in (
+        "#   INPUT_PATH: Path to the repository",
+        "#   INPUT_USER: Postgres user name",
+        "#   INPUT_TZ: Time zone (default 'UTC')",
+        "#   API_KEY: Key for service A",
+        "#   API_KEY_2: Key for service B",
+        "#   INPUT_1PASSWORD: A vault token",
+    ):
+        assert line in imported.toml
+    system = {"PATH": "/usr/bin:/bin", "USER": "alice", "TZ": "Europe/Paris"}
+    chosen = {"INPUT_PATH": "/srv/repo", "INPUT_USER": "pg", "API_KEY": "a", "API_KEY_2": "b", "INPUT_1PASSWORD": "v"}
+    git, clock, a, b = load(tmp_path, imported.toml, **system, **chosen)
+    assert (git["args"], git["env"]) == (("--repo", "/srv/repo"), {"PGUSER": "pg"})
+    assert clock["env"] == {"TZ": "UTC", "V": "v"}
+    assert (a["env"], b["env"]) == ({"KEY": "a", "AGAIN": "a"}, {"KEY": "b"})
+
+
 def test_words_from_the_clients_file_cannot_add_to_the_config_or_steer_a_terminal(tmp_path: Path) -> None:
     """An input's description was copied into a header comment as it stood: a line break in it started
     a line of config (here a policy hiding everything), and a server's name kept its C1 controls."""
