@@ -80,7 +80,8 @@ def import_client_config(
         off = ", ".join(server.name for server in read.servers if server.disabled)
         if off:
             raise ConfigError(f"every server the file lists is disabled in the client ({off}): turn one on there first")
-        raise ConfigError("the file lists no server the gateway can run (none usable)")
+        why = "; ".join(read.warnings)  # what was left out, and why (the gateway itself, no command, ...)
+        raise ConfigError("the file lists no server the gateway can run" + (f": {why}" if why else " (none usable)"))
     taken: set[str] = set()
     lines = [f"# Imported by `prompt-gateway import` from a {read.client} config.", "#"]
     if read.variables:
@@ -88,6 +89,8 @@ def import_client_config(
         lines += [f"#   {escaped(name)}: {escaped(text)}" for name, text in sorted(read.variables.items())]
     lines += [
         "# Review env values: prefer ${VAR} references to literal secrets.",
+        "# The gateway serves these servers' prompts (and skills), not their tools or resources: keep in the",
+        "# client's own config each server whose tools it uses, beside the gateway.",
         "",
         "[gateway]",
         f"namespace_separator = {_string(separator)}",
@@ -106,10 +109,11 @@ def import_client_config(
         every += ["", *block]
         if server.disabled:
             warnings.append(f"{server.name}: disabled in the client: written commented out (uncomment it to serve it)")
-            lines += ["", "# Disabled in the client: remove the '# ' before each line of it to serve it."]
+            lines += ["", *notes]  # before the instruction: uncommenting them too made the file no TOML
             if server.needs:
                 lines.append(f"# It then needs {', '.join(server.needs)} set in the gateway's environment.")
-            lines += notes + [f"# {line}" for line in block]
+            lines.append("# Disabled in the client: remove the '# ' before each line below to serve it.")
+            lines += [f"# {line}" for line in block]
         else:
             warnings += [f"{server.name}: {note}" for note in said]
             lines += ["", *notes, *block]

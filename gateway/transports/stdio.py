@@ -61,6 +61,13 @@ async def open_child(
             cwd=spec.cwd,
             start_new_session=True,
         )
+    except OSError as exc:
+        if exc.filename is None and isinstance(exc, (FileNotFoundError, PermissionError)):
+            # uvloop (serve) names neither; Python's subprocess (check) names the one that is missing
+            folder_gone = spec.cwd is not None and not await anyio.Path(spec.cwd).is_dir()
+            exc.filename = spec.cwd if folder_gone else spec.command
+        raise
+    else:
         orphans.managed.add(process.pid)
         orphans.groups.add(process.pid)
         orphans.tags.add(tag)

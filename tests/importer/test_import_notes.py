@@ -60,6 +60,28 @@ def test_a_disabled_server_is_written_commented_out_and_named(tmp_path: Path) ->
     assert servers(turned_on(imported.toml), tmp_path, GH_TOKEN="t", GIT_KEY="k") == ["github", "git"]
 
 
+def test_a_disabled_server_turned_on_as_its_comment_says_is_valid(tmp_path: Path) -> None:
+    """A tester took "remove the '# ' before each line of it" literally: the notes above the server
+    were uncommented too, and the file was no TOML. The instruction now comes after the notes, and says
+    "each line below"."""
+    off = '"off": {"command": "python3", "disabled": true}'
+    mcp_json = '{"mcpServers": {"on": {"command": "uvx", "args": ["a"]}, ' + off + "}}"
+    imported = import_client_config(mcp_json, client="claude-desktop")
+    lines = imported.toml.splitlines()
+    start = next(i for i, line in enumerate(lines) if "remove the '# ' before each line below" in line) + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("# ")), len(lines))
+    assert any("Note:" in line for line in lines[:start])  # python3's note, said above the instruction
+    lines[start:end] = [line.removeprefix("# ") for line in lines[start:end]]
+    assert servers("\n".join(lines) + "\n", tmp_path) == ["on", "off"]
+
+
+def test_a_file_of_the_gateway_alone_says_so() -> None:
+    """A tester imported a client file whose only server was the gateway: "none usable", and no why."""
+    own = '{"mcpServers": {"prompts": {"command": "prompt-gateway", "args": ["serve", "--config", "g.toml"]}}}'
+    with pytest.raises(ConfigError, match="no server the gateway can run: prompts: this is prompt-gateway itself"):
+        import_client_config(own, client="claude-desktop")
+
+
 def test_zeds_enabled_false_is_said_too(tmp_path: Path) -> None:
     zed = '{"context_servers": {"on": {"command": "uvx", "args": ["a"]}, "off": {"command": "c", "enabled": false}}}'
     imported = import_client_config(zed, client="zed")

@@ -14,7 +14,14 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.stdio import stdio_client
 
-from tests.integration.helpers import ROOT, demo_upstream, gateway_command, gateway_params, write_config
+from tests.integration.helpers import (
+    ROOT,
+    demo_upstream,
+    gateway_command,
+    gateway_params,
+    running_gateway,
+    write_config,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -105,3 +112,16 @@ async def test_an_unset_variable_in_one_upstream_fails_that_upstream_alone(tmp_p
     row = next(line for line in checked.stdout.decode().splitlines() if line.startswith("tls "))
     assert row.split()[2] == "failed"
     assert row.endswith(f"not started: {reason}")
+
+
+async def test_serve_names_the_command_or_folder_that_is_not_there(tmp_path: Path) -> None:
+    """A tester: ``check`` said ``No such file or directory: 'mcp-server-doesnotexist'``, ``serve`` only
+    ``No such file or directory`` (it starts servers through uvloop, which names no file)."""
+    missing = {"namespace": "missing", "command": "mcp-server-not-installed-here"}
+    elsewhere = {**demo_upstream("elsewhere", "writing"), "cwd": str(tmp_path / "no-such-folder")}
+    config = write_config(tmp_path / "c.toml", [missing, elsewhere], server={"transport": "http", "port": 0})
+    async with running_gateway(config) as gateway:
+        said = await gateway.wait_for_event("upstream_state", upstream="missing", state="backing-off")
+        assert said["error"].endswith("No such file or directory: 'mcp-server-not-installed-here'")
+        said = await gateway.wait_for_event("upstream_state", upstream="elsewhere", state="backing-off")
+        assert said["error"].endswith(f"No such file or directory: '{tmp_path / 'no-such-folder'}'")

@@ -134,11 +134,16 @@ async def test_the_claude_code_commands_of_the_readme(node: str, tmp_path: Path)
         command = with_token(http.replace("prompts", "prompts-http", 1), gateway.url)
         added = await anyio.run_process([str(claude), *command[1:]], env=env, cwd=project, check=False)
         assert added.returncode == 0, added.stderr.decode()
+        bare = [str(claude), "mcp", "add", "--transport", "http", "no-header", f"{gateway.url}/mcp"]
+        assert (await anyio.run_process(bare, env=env, cwd=project, check=False)).returncode == 0
         listed = await anyio.run_process([str(claude), "mcp", "list"], env=env, cwd=project, check=False)
     output = listed.stdout.decode()
     assert listed.returncode == 0, output + listed.stderr.decode()
     connected = [line for line in output.splitlines() if "Connected" in line]
     assert len(connected) == 2, output  # it connected to each: the gateway over stdio and over HTTP
+    (refused,) = [line for line in output.splitlines() if line.startswith("no-header:")]
+    said = " ".join(README.split()).split("which Claude Code shows as `", 1)[1].split("`", 1)[0]
+    assert said in refused, refused  # what the README says a client without the token sees
 
 
 async def test_claude_code_stopping_the_gateway_leaves_no_upstream_behind(node: str, tmp_path: Path) -> None:
