@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 import json5
 
+from gateway.importer.variables import ClientVariables
 from gateway.protocol.errors import ConfigError
-from gateway.transports.child_env import INHERITED
 
 ClientFormat = Literal["auto", "claude-desktop", "claude-code", "cursor", "windsurf", "vscode", "zed"]
 CLIENT_FORMATS: tuple[ClientFormat, ...] = (
@@ -55,18 +55,6 @@ _SECTION_CLIENT = {
 _INTERPOLATES = {"vscode": "editor", "cursor": "editor", "windsurf": "editor", "claude-code": "shell"}
 """How a client expands variables in its file: VS Code's ``${...}`` (also Cursor's and Windsurf's), a
 shell's ``${VAR:-default}`` (Claude Code), or not at all (Claude Desktop, Zed: a ``$`` is a ``$``)."""
-_EDITOR_VARIABLE = re.compile(r"\$\{([^}]*)\}")
-_SHELL_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
-_ALWAYS_SET = frozenset({"HOME", "PATH"})
-"""Variables every process has: the gateway needs them too, but nobody has to be told to set them."""
-_THE_SYSTEMS = frozenset(INHERITED) | {
-    *("PWD", "OLDPWD", "HOSTNAME", "TERM", "DISPLAY", "EDITOR", "VISUAL", "PAGER", "MAIL", "LANGUAGE"),
-    *("COLUMNS", "LINES", "SHLVL", "TEMP", "TMP", "USERNAME", "USERPROFILE", "APPDATA", "LOCALAPPDATA"),
-    *("SYSTEMROOT", "COMSPEC", "PATHEXT", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NODE_OPTIONS", "NODE_PATH"),
-}
-"""Names the system, a shell or a runtime sets or reads: an input named ``path``, ``user`` or ``tz`` made
-into ``${PATH}``, ``${USER}``, ``${TZ}`` was filled from the gateway's own environment (a tester's repository
-path became the shell's PATH), and setting it as the note said would change the gateway's."""
 _HTTP_TYPES = {"http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http"}
 
 
@@ -150,6 +138,7 @@ def read_client_config(
             found = _client_by_shape(servers)
         result = ClientConfig(found, warnings=result_warnings)
     inputs = _inputs(document, section)
+    input_names: dict[str, str] = {}  # each input's variable, chosen once for every server of the file
     for name, spec in servers.items():
         if not isinstance(spec, dict):
             continue
@@ -162,7 +151,9 @@ def read_client_config(
         disabled = spec.get("disabled") is True or spec.get("enabled") is False
         into = ClientConfig(found) if disabled else result  # a disabled server asks for no variable
         notes: list[str] = []
-        variables = _Variables(_INTERPOLATES.get(found), inputs, workspace, into)
+        variables = ClientVariables(
+            _INTERPOLATES.get(found), inputs, workspace, into.variables, into.warnings, input_names
+        )
         settings = _server(str(name), spec, found, variables, into, notes)
         if settings is not None and settings["transport"] == "stdio" and project is not None:
             settings.setdefault("cwd", project.replace("$", "$$"))
@@ -286,7 +277,7 @@ def _inputs(document: Mapping[str, Any], section: tuple[str, ...]) -> dict[str, 
 
 
 def _server(
-    name: str, spec: Mapping[str, Any], client: str, text: _Variables, result: ClientConfig, notes: list[str]
+    name: str, spec: Mapping[str, Any], client: str, text: ClientVariables, result: ClientConfig, notes: list[str]
 ) -> dict[str, Any] | None:
     url = spec.get("url", spec.get("serverUrl"))
     if isinstance(url, str):
@@ -335,88 +326,3 @@ def _server(
     if isinstance(spec.get("envFile"), str):
         settings["env_file"] = text(spec["envFile"], f"{name}.envFile")
     return settings
-
-
-class _Variables:
-    """A client's string in the gateway's syntax: its variables translated, a literal ``$`` kept literal."""
-
-    def __init__(
-        self,
-        style: str | None,
-        inputs: Mapping[str, tuple[str, str | None]],
-        workspace: str | None,
-        result: ClientConfig,
-    ) -> None:
-        self._style, self._inputs, self._workspace, self._result = style, inputs, workspace, result
-        self._input_names: dict[str, str] = {}  # each input's variable, once chosen: one per input
-
-    def __call__(self, value: str, where: str) -> str:
-        if self._style == "editor":
-            return self._editor(value, where)
-        if self._style == "shell":
-            return self._shell(value)
-        return value.replace("$", "$$")
-
-    def _shell(self, value: str) -> str:
-        pieces, last = [], 0
-        for match in _SHELL_VARIABLE.finditer(value):
-            pieces.append(value[last : match.start()].replace("$", "$$"))
-            pieces.append(match.group(0))  # ${VAR} and ${VAR:-default} mean the same to the gateway
-            if match.group(2) is None and match.group(1) not in _ALWAYS_SET:
-                self._result.variables.setdefault(match.group(1), "from the environment, as Claude Code read it")
-            last = match.end()
-        pieces.append(value[last:].replace("$", "$$"))
-        return "".join(pieces)
-
-    def _editor(self, value: str, where: str) -> str:
-        pieces, last = [], 0
-        for match in _EDITOR_VARIABLE.finditer(value):
-            pieces.append(value[last : match.start()].replace("$", "$$"))
-            pieces.append(self._editor_variable(match.group(1), match.group(0), where))
-            last = match.end()
-        pieces.append(value[last:].replace("$", "$$"))
-        return "".join(pieces)
-
-    def _editor_variable(self, inner: str, written: str, where: str) -> str:
-        kind, _, name = inner.partition(":")
-        if kind == "env" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            if name not in _ALWAYS_SET:
-                self._result.variables.setdefault(name, "from the environment, as the client read it")
-            return f"${{{name}}}"
-        if kind == "input" and name:
-            variable = self._input_variable(name)
-            description, default = self._inputs.get(name, (f"the input {name!r}", None))
-            if default is not None:  # the input's default stands where the variable is unset
-                self._result.variables[variable] = f"{description} (default {default!r})"
-                return f"${{{variable}:-{default.replace('}', '')}}}"  # a default is taken as written
-            self._result.variables[variable] = description
-            return f"${{{variable}}}"
-        if inner == "userHome":
-            return "${HOME}"
-        if inner in ("pathSeparator", "/"):
-            return "/"
-        if inner in ("workspaceFolder", "workspaceRoot", "workspaceFolderBasename"):
-            if self._workspace is not None:
-                folder = self._workspace.rstrip("/")
-                return (folder.rsplit("/", 1)[-1] if inner == "workspaceFolderBasename" else folder).replace("$", "$$")
-            self._result.variables["WORKSPACE_FOLDER"] = "the workspace folder (the file's own was not known)"
-            return "${WORKSPACE_FOLDER}"
-        self._result.warnings.append(f"{where}: {written} means nothing outside the editor: kept as text")
-        return written.replace("$", "$$")
-
-    def _input_variable(self, input_id: str) -> str:
-        """The environment variable an input becomes: its id in capitals (``api-token``: ``API_TOKEN``);
-        ``INPUT_`` before it where the system has a variable of that name (``path``: ``INPUT_PATH``), and a
-        number after it where another input or variable of the file took it (``api-key`` and ``api_key``
-        were one ``API_KEY``, one secret for two servers)."""
-        if input_id in self._input_names:
-            return self._input_names[input_id]
-        base = re.sub(r"[^A-Za-z0-9]+", "_", input_id).strip("_").upper() or "INPUT"
-        if base in _THE_SYSTEMS or base[0].isdigit():
-            base = f"INPUT_{base}"
-        taken = set(self._input_names.values()) | set(self._result.variables)
-        variable, number = base, 2
-        while variable in taken:
-            variable, number = f"{base}_{number}", number + 1
-        self._input_names[input_id] = variable
-        return variable

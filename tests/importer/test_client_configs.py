@@ -216,8 +216,9 @@ def test_inputs_named_as_the_systems_variables_or_as_each_other_stay_apart(tmp_p
       "servers": {
         "git": {"command": "git-mcp", "args": ["--repo", "${input:path}"], "env": {"PGUSER": "${input:user}"}},
         "clock": {"command": "clock-mcp", "env": {"TZ": "${input:tz}", "V": "${input:1password}"}},
-        "a": {"command": "a-mcp", "env": {"KEY": "${input:api-key}", "AGAIN": "${input:api-key}"}},
-        "b": {"command": "b-mcp", "env": {"KEY": "${input:api_key}"}}}}"""
+        "a": {"command": "a-mcp", "env": {"KEY": "${input:api-key}"}},
+        "b": {"command": "b-mcp", "env": {"KEY": "${input:api_key}"}},
+        "c": {"command": "c-mcp", "env": {"KEY": "${input:api-key}"}}}}"""
     imported = import_client_config(mcp_json, client="vscode")
     for line in (
         "#   INPUT_PATH: Path to the repository",
@@ -230,10 +231,11 @@ def test_inputs_named_as_the_systems_variables_or_as_each_other_stay_apart(tmp_p
         assert line in imported.toml
     system = {"PATH": "/usr/bin:/bin", "USER": "alice", "TZ": "Europe/Paris"}
     chosen = {"INPUT_PATH": "/srv/repo", "INPUT_USER": "pg", "API_KEY": "a", "API_KEY_2": "b", "INPUT_1PASSWORD": "v"}
-    git, clock, a, b = load(tmp_path, imported.toml, **system, **chosen)
+    git, clock, a, b, c = load(tmp_path, imported.toml, **system, **chosen)
     assert (git["args"], git["env"]) == (("--repo", "/srv/repo"), {"PGUSER": "pg"})
     assert clock["env"] == {"TZ": "UTC", "V": "v"}
-    assert (a["env"], b["env"]) == ({"KEY": "a", "AGAIN": "a"}, {"KEY": "b"})
+    assert (a["env"], b["env"], c["env"]) == ({"KEY": "a"}, {"KEY": "b"}, {"KEY": "a"})  # one input, one variable
+    assert "API_KEY_3" not in imported.toml
 
 
 def test_words_from_the_clients_file_cannot_add_to_the_config_or_steer_a_terminal(tmp_path: Path) -> None:
