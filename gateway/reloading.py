@@ -27,7 +27,7 @@ from anyio.abc import TaskGroup
 from gateway.catalog.catalog import Catalog
 from gateway.catalog.policy import Rules, Viewer
 from gateway.cluster.replicas import NoCluster, RedisCluster
-from gateway.config import Config, FilesUpstream, HttpUpstream, ServerSettings, StdioUpstream
+from gateway.config import Config, FilesUpstream, HttpUpstream, ServerSettings, StdioUpstream, TokenSettings
 from gateway.frontend.debounce import ListChangedDebouncer
 from gateway.frontend.hub import Hub
 from gateway.identity.principal import Identity
@@ -67,7 +67,19 @@ def server_on_reload(running: ServerSettings, new: ServerSettings) -> tuple[Serv
         for t in running.tokens
     )
     applied = running.model_copy(update={"views": new.views, "tokens": tokens})
-    return applied, [key for key in type(new).model_fields if getattr(applied, key) != getattr(new, key)]
+    return applied, [key for key in type(new).model_fields if _differs(key, applied, new)]
+
+
+def _differs(key: str, applied: ServerSettings, new: ServerSettings) -> bool:
+    """Whether a ``[server]`` key of the new config is not what runs; the tokens in any order (a reviewer:
+    two tokens swapped in the file were said to wait for a restart)."""
+    if key == "tokens":
+        return sorted(applied.tokens, key=_token_key) != sorted(new.tokens, key=_token_key)
+    return bool(getattr(applied, key) != getattr(new, key))
+
+
+def _token_key(token: TokenSettings) -> tuple[str, str]:
+    return token.name, token.token
 
 
 class Reloading:

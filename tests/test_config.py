@@ -314,3 +314,21 @@ def test_where_a_replica_listens_and_writes_its_audit_is_no_part_of_its_digest()
     assert one.digest == two.digest
     values = parse_config({"server": {"audit": {"file": "/x", "argument_values": True}}})
     assert values.digest != one.digest  # what goes into the audit is still compared
+
+
+def test_a_reload_that_reorders_or_retunes_tokens_names_nothing_for_a_restart() -> None:
+    """A tester: every reload said ``server.tokens`` waits for a restart (a list compared with a tuple); a
+    reviewer: so did two tokens swapped in the file. A token added still waits, and is named."""
+    from gateway.config import ServerSettings
+    from gateway.reloading import server_on_reload
+
+    def server(*tokens: dict[str, object]) -> ServerSettings:
+        return parse_config({"server": {"transport": "http", "tokens": list(tokens)}}, {}).server
+
+    ci, ops = {"name": "ci", "token": "c" * 20}, {"name": "ops", "token": "o" * 20}
+    running = server(ci, ops)
+    assert server_on_reload(running, server(ops, ci))[1] == []
+    retuned, ignored = server_on_reload(running, server({**ci, "rate": "5/minute"}, ops))
+    assert ignored == []
+    assert [t.rate for t in retuned.tokens] == ["5/minute", None]
+    assert server_on_reload(running, server(ci, ops, {"name": "new", "token": "n" * 20}))[1] == ["tokens"]

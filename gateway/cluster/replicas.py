@@ -162,6 +162,7 @@ class RedisCluster:
         self.replica = secrets.token_hex(6)
         self.handlers = ClusterHandlers()
         self._status = ClusterStatus()
+        self._agreed = True  # as last logged: an outage forgets the generations, not what was said of them
         self._generation = generation
         self._heartbeat_s = heartbeat_s
         self._held: set[str] = set()  # sessions whose event stream is here, by key
@@ -329,14 +330,14 @@ class RedisCluster:
         await self._redis.set(self._alive_key, self._generation.encode(), ex=ttl)
         keys = [key async for key in self._redis.scan_iter(match=f"{ALIVE_PREFIX}*", count=1000)]
         values = await self._redis.mget(keys) if keys else []
-        agreed = len(set(self._status.generations.values())) <= 1
         self._status.generations = {
             _text(key).removeprefix(ALIVE_PREFIX): _text(value)
             for key, value in zip(keys, values, strict=True)
             if value is not None
         }
         agree = len(set(self._status.generations.values())) <= 1
-        if agree != agreed:  # said once when it begins and once when it ends: /readyz alone was easy to miss
+        if agree != self._agreed:  # said once when it begins and once when it ends: /readyz was easy to miss
+            self._agreed = agree
             event = "replicas_agree" if agree else "replicas_disagree"
             (log.info if agree else log.warning)(event, config_generations=dict(self._status.generations))
 

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import json5
 
-from gateway.importer.variables import ClientVariables
+from gateway.importer.variables import ClientVariables, variables_named
 from gateway.protocol.errors import ConfigError
 
 ClientFormat = Literal["auto", "claude-desktop", "claude-code", "cursor", "windsurf", "vscode", "zed"]
@@ -139,6 +139,7 @@ def read_client_config(
         result = ClientConfig(found, warnings=result_warnings)
     inputs = _inputs(document, section)
     input_names: dict[str, str] = {}  # each input's variable, chosen once for every server of the file
+    elsewhere = variables_named(servers, workspace)
     for name, spec in servers.items():
         if not isinstance(spec, dict):
             continue
@@ -152,7 +153,7 @@ def read_client_config(
         into = ClientConfig(found) if disabled else result  # a disabled server asks for no variable
         notes: list[str] = []
         variables = ClientVariables(
-            _INTERPOLATES.get(found), inputs, workspace, into.variables, into.warnings, input_names
+            _INTERPOLATES.get(found), inputs, workspace, into.variables, into.warnings, input_names, elsewhere
         )
         settings = _server(str(name), spec, found, variables, into, notes)
         if settings is not None and settings["transport"] == "stdio" and project is not None:

@@ -5,8 +5,10 @@ that none is filled from the system's environment and no two inputs share one.""
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
+from typing import Any
 
 from gateway.transports.child_env import INHERITED
 
@@ -35,11 +37,14 @@ class ClientVariables:
         variables: dict[str, str],
         warnings: list[str],
         input_names: dict[str, str],
+        elsewhere: Set[str] = frozenset(),
     ) -> None:
         """``variables``: those the result needs, with what each stands for (added to); ``warnings``:
-        said to the person (added to); ``input_names``: each input's variable, shared by a file's servers."""
+        said to the person (added to); ``input_names``: each input's variable, shared by a file's servers;
+        ``elsewhere``: the variables the file's servers name otherwise (``variables_named``)."""
         self._style, self._inputs, self._workspace = style, inputs, workspace
         self._variables, self._warnings, self._input_names = variables, warnings, input_names
+        self._elsewhere = elsewhere
 
     def __call__(self, value: str, where: str) -> str:
         if self._style == "editor":
@@ -105,9 +110,20 @@ class ClientVariables:
         base = re.sub(r"[^A-Za-z0-9]+", "_", input_id).strip("_").upper() or "INPUT"
         if base in _THE_SYSTEMS or base[0].isdigit():
             base = f"INPUT_{base}"
-        taken = set(self._input_names.values()) | set(self._variables)
+        taken = set(self._input_names.values()) | set(self._variables) | self._elsewhere
         variable, number = base, 2
         while variable in taken:
             variable, number = f"{base}_{number}", number + 1
         self._input_names[input_id] = variable
         return variable
+
+
+def variables_named(servers: Mapping[str, Any], workspace: str | None) -> frozenset[str]:
+    """The variables a file's servers (disabled ones too) name other than by an input: ``${env:X}``, and
+    ``WORKSPACE_FOLDER`` where no workspace is known. An input takes none of them, whichever comes first
+    (a reviewer: an input met before ``${env:API_KEY}`` took ``API_KEY``, and both servers got one value)."""
+    text = json.dumps(servers)
+    named = set(re.findall(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", text))
+    if workspace is None and re.search(r"\$\{workspace(Folder|Root|FolderBasename)\}", text):
+        named.add("WORKSPACE_FOLDER")
+    return frozenset(named)

@@ -62,8 +62,8 @@ async def open_child(
             start_new_session=True,
         )
     except OSError as exc:
-        if exc.filename is None and isinstance(exc, (FileNotFoundError, PermissionError)):
-            # uvloop (serve) names neither; Python's subprocess (check) names the one that is missing
+        if exc.filename is None:  # (a folder that is a file: NotADirectoryError)
+            # uvloop (serve) names neither; Python's subprocess (check) names the one at fault
             folder_gone = spec.cwd is not None and not await anyio.Path(spec.cwd).is_dir()
             exc.filename = spec.cwd if folder_gone else spec.command
         raise

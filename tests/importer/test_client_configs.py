@@ -238,6 +238,27 @@ def test_inputs_named_as_the_systems_variables_or_as_each_other_stay_apart(tmp_p
     assert "API_KEY_3" not in imported.toml
 
 
+def test_an_input_takes_no_variable_the_file_names_otherwise_whichever_comes_first(tmp_path: Path) -> None:
+    """A reviewer: an input met before ``${env:API_KEY}`` took ``API_KEY`` (server A got B's secret), an
+    input ``workspace-folder`` was the unknown workspace's ``WORKSPACE_FOLDER``, and a disabled server's
+    input took an enabled server's ``${env:TOKEN}``."""
+    mcp_json = """{"inputs": [{"type": "promptString", "id": "api_key", "description": "Key for A"},
+                              {"type": "promptString", "id": "workspace-folder", "description": "A folder"},
+                              {"type": "promptString", "id": "token", "description": "C's token"}],
+      "servers": {
+        "a": {"command": "a-mcp", "args": ["${input:workspace-folder}"], "env": {"K": "${input:api_key}"}},
+        "b": {"command": "b-mcp", "args": ["${workspaceFolder}"], "env": {"K": "${env:API_KEY}", "T": "${env:TOKEN}"}},
+        "c": {"command": "c-mcp", "env": {"X": "${input:token}"}, "disabled": true}}}"""
+    imported = import_client_config(mcp_json, client="vscode")
+    assert "#   API_KEY_2: Key for A" in imported.toml
+    assert "#   WORKSPACE_FOLDER_2: A folder" in imported.toml
+    assert '# env = { "X" = "${TOKEN_2}" }' in imported.toml
+    environ = {"API_KEY": "b", "API_KEY_2": "a", "WORKSPACE_FOLDER": "/ws", "WORKSPACE_FOLDER_2": "/a", "TOKEN": "t"}
+    a, b = load(tmp_path, imported.toml, **environ)
+    assert (a["args"], a["env"]) == (("/a",), {"K": "a"})
+    assert (b["args"], b["env"]) == (("/ws",), {"K": "b", "T": "t"})
+
+
 def test_words_from_the_clients_file_cannot_add_to_the_config_or_steer_a_terminal(tmp_path: Path) -> None:
     """An input's description was copied into a header comment as it stood: a line break in it started
     a line of config (here a policy hiding everything), and a server's name kept its C1 controls."""

@@ -101,3 +101,17 @@ async def test_replicas_that_disagree_are_logged_and_readyz_names_who_answered(t
             assert view["replica"] in view["config_generations"]
             assert view["replica"] != (await cluster_view(http, b))["replica"]
         await a.wait_for_event("replicas_agree", timeout=10 + 3 * HEARTBEAT_S)  # b stopped: a alone agrees
+
+
+async def test_a_disagreement_that_ends_during_a_redis_outage_is_said_to_have_ended(tmp_path: Path) -> None:
+    """A reviewer: the end of a disagreement was judged against the replicas last heard, which an outage
+    forgets, so one that ended while Redis was away was never said to have ended."""
+    async with redis_server() as redis, replica(tmp_path, redis.url) as a:
+        async with replica(tmp_path, redis.url, deny=("writing__translate",)):
+            await a.wait_for_event("replicas_disagree", timeout=10 + 3 * HEARTBEAT_S)
+            assert redis.process is not None
+            redis.process.kill()
+            await a.wait_for_event("redis_unavailable")
+        async with redis_server(port=redis.port):  # back, empty: only a is heard
+            await a.wait_for_event("redis_connected")
+            await a.wait_for_event("replicas_agree", timeout=10 + 3 * HEARTBEAT_S)

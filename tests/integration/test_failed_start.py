@@ -119,9 +119,14 @@ async def test_serve_names_the_command_or_folder_that_is_not_there(tmp_path: Pat
     ``No such file or directory`` (it starts servers through uvloop, which names no file)."""
     missing = {"namespace": "missing", "command": "mcp-server-not-installed-here"}
     elsewhere = {**demo_upstream("elsewhere", "writing"), "cwd": str(tmp_path / "no-such-folder")}
-    config = write_config(tmp_path / "c.toml", [missing, elsewhere], server={"transport": "http", "port": 0})
+    (tmp_path / "a-file").write_text("")
+    in_a_file = {**demo_upstream("in-a-file", "writing"), "cwd": str(tmp_path / "a-file")}  # a reviewer's
+    upstreams = [missing, elsewhere, in_a_file]
+    config = write_config(tmp_path / "c.toml", upstreams, server={"transport": "http", "port": 0})
     async with running_gateway(config) as gateway:
         said = await gateway.wait_for_event("upstream_state", upstream="missing", state="backing-off")
         assert said["error"].endswith("No such file or directory: 'mcp-server-not-installed-here'")
         said = await gateway.wait_for_event("upstream_state", upstream="elsewhere", state="backing-off")
         assert said["error"].endswith(f"No such file or directory: '{tmp_path / 'no-such-folder'}'")
+        said = await gateway.wait_for_event("upstream_state", upstream="in-a-file", state="backing-off")
+        assert said["error"].endswith(f"Not a directory: '{tmp_path / 'a-file'}'")
