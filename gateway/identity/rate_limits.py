@@ -159,6 +159,19 @@ class RateLimits:
                 if retry_after is not None:
                     raise RateLimited(limit.label, retry_after)
 
+    async def admit_as(self, who: Identity | None, method: str) -> None:
+        """Count a request served as ``method`` by another (a ``get_prompt`` tool call is a ``prompts/get``)
+        against ``method``'s own limit only: the request itself was counted against the rest. A tester
+        got past a ``prompts/get`` limit through the tool."""
+        limit, in_memory = self._methods.get(method), self._in_memory
+        if limit is None or in_memory is None:
+            return
+        key = who.key if who is not None else ANONYMOUS
+        for item in limit.items:
+            retry_after = await self._hit(in_memory, item, limit.label, f"{key}|{method}")
+            if retry_after is not None:
+                raise RateLimited(limit.label, retry_after)
+
     async def _hit(self, in_memory: RateLimiter, item: RateLimitItem, label: str, key: str) -> float | None:
         """None when under the limit, else the seconds until it has room again."""
         if self._in_redis is not None and self._counts.usable_redis() is not None:

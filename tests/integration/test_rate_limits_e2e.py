@@ -72,6 +72,24 @@ async def test_over_stdio_a_request_over_its_rate_is_a_json_rpc_error_saying_whe
         assert (await client.list_prompts()).prompts  # another method's requests go on
 
 
+async def test_the_get_prompt_tool_counts_against_the_prompts_get_limit(tmp_path: Path) -> None:
+    """A tester spent a token's ``prompts/get`` limit, then was served two more through the ``get_prompt``
+    tool (its ``tools/call`` limit alone was counted), audited as ``prompts/get`` all the same."""
+    limits = {"methods": {"prompts/get": "2/minute", "prompts/list": "1/minute"}}
+    config = write_config(tmp_path / "g.toml", upstreams(), limits=limits, server={"prompts_as_tools": True})
+    call = {"name": "writing__summarize", "arguments": {"text": "x"}}
+    async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+        await client.get_prompt("writing__summarize", {"text": "x"})
+        assert not (await client.call_tool("get_prompt", call)).is_error  # the second prompts/get
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("get_prompt", call)
+        assert (refused.value.error.code, refused.value.error.data["limit"]) == (-32029, "prompts/get")
+        assert not (await client.call_tool("list_prompts", {})).is_error  # the list tool: prompts/list's limit
+        with pytest.raises(MCPError) as listed_too_often:
+            await client.list_prompts()
+        assert listed_too_often.value.error.data["limit"] == "prompts/list"
+
+
 async def test_over_http_one_identity_limited_leaves_another_alone_and_is_audited(tmp_path: Path) -> None:
     config = write_config(tmp_path / "g.toml", upstreams(), server=HTTP, tokens=TOKENS, limits={"rate": "3/minute"})
     async with running_gateway(config) as gateway, httpx.AsyncClient(timeout=30) as http:
