@@ -68,6 +68,11 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
+MASKED_FROM = 6
+"""An env value this long or longer is masked in a server's stderr; shorter ones (``1``, ``true``, ``dev``)
+are no secret, and masking them would garble every line."""
+
+
 class Supervision:
     """The connection's life and its restarts; the connector's attributes it reads and sets."""
 
@@ -90,6 +95,7 @@ class Supervision:
     _max_message_bytes: int
     _upstream_token: UpstreamToken | None
     _stderr_tail: deque[str]
+    _env_values: list[tuple[str, str]]  # the child's env values to mask in what it writes, longest first
     _child: Process | None  # the served stdio child, while it is (its exit says why its connection ended)
     _child_status: int | None  # its exit status, if it exited before the gateway stopped it
     _output_held: anyio.Event  # its first process exited, its output did not end (transports/stdio.py)
@@ -184,7 +190,11 @@ class Supervision:
         settings, limit = self.settings, self._max_message_bytes
         if isinstance(settings, StdioUpstream):
             self._stderr_tail.clear()  # what this process says (the last one's lines told of the last one)
-            spec = ChildSpec(settings.command, settings.args, {**_env_file(settings), **settings.env}, settings.cwd)
+            env = {**_env_file(settings), **settings.env}
+            self._env_values = sorted(
+                ((value, name) for name, value in env.items() if len(value) >= MASKED_FROM), key=lambda v: -len(v[0])
+            )
+            spec = ChildSpec(settings.command, settings.args, env, settings.cwd)
             self._output_held = held = anyio.Event()
             async with open_child(
                 spec, on_stderr_line=self._log_stderr, max_message_bytes=limit, on_output_held=held.set
@@ -328,7 +338,13 @@ class Supervision:
             raise UpstreamUnavailable(self.namespace, reason) from exc
 
     def _log_stderr(self, line: str) -> None:
+        """A line the server wrote to stderr: logged, and kept for its exit's reason (check, the operator
+        page), with each of its env values shown as ``${NAME}`` (a tester's server printed its API key,
+        and the gateway quoted it; its env values are never to be logged)."""
         if line:
+            for value, name in self._env_values:
+                if value in line:
+                    line = line.replace(value, f"${{{name}}}")
             self._stderr_tail.append(line)
             self._stderr_log.line(line)
 

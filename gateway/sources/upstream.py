@@ -96,6 +96,7 @@ class UpstreamConnector(Supervision, EraNegotiation, ConnectionUpkeep):
             if era_memory.handshake_only(self._era_key):  # it died of the probe in an earlier run
                 self._handshake_only = self._guessed_handshake_only = True
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._env_values: list[tuple[str, str]] = []
         self._in_flight = 0  # requests with the server now: over the bound, refused at once (never queued)
         self._idle: anyio.Event | None = None  # set when the last request in flight ends, while one waits for it
         self.cut_reason: str | None = None  # why its requests in flight end, when a reload ends it with them

@@ -283,3 +283,21 @@ def test_an_upstream_named_like_a_secret_keeps_its_state_in_the_log(tmp_path: Pa
         {"upstream": "secrets", "state": "starting"},
         {"upstream": "token", "state": "starting"},
     ]
+
+
+def test_a_servers_env_values_are_masked_in_what_its_stderr_said(tmp_path: Path) -> None:
+    """A tester's server printed its API key and exited: ``check``, the log and the operator page quoted
+    it, where the docs say env values are never logged. Each value is shown as the variable holding it."""
+    secret, short = "sk-live-0123456789abcdef", "dev"
+    said = "'connecting with key', os.environ['API_KEY'], 'in', os.environ['MODE']"
+    leaky = f"import os, sys; print({said}, file=sys.stderr)"
+    env = {"API_KEY": secret, "MODE": short}
+    config = write_config(
+        tmp_path / "c.toml", [{"namespace": "leaky", "command": "python3", "args": ["-c", leaky], "env": env}]
+    )
+    result = run(*gateway_command(config, "check", "--log-level", "info"))
+    assert result.returncode == 1
+    assert secret not in result.stdout + result.stderr
+    (row,) = [line for line in result.stdout.splitlines() if line.startswith("leaky ")]
+    assert "its stderr ended with: connecting with key ${API_KEY} in dev" in row  # short values are no secret
+    assert '"line":"connecting with key ${API_KEY} in dev"' in result.stderr  # the upstream_stderr log line
