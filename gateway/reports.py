@@ -47,6 +47,7 @@ async def check_command(config: Config) -> int:
         visible = await gateway.catalog.all_prompts()
         collisions = await gateway.catalog.collisions()
         refused = gateway.catalog.refused_names()
+        unmatched = await gateway.catalog.override_notes()
         skill_catalog = gateway.catalog.skills
         skills = await skill_catalog.every() if skill_catalog.offered else {}
         visible_skills = sum(
@@ -97,6 +98,8 @@ async def check_command(config: Config) -> int:
         say(f"collision: {escaped(collision.name)} is served from {collision.winner}; {collision.loser}'s is hidden")
     for namespace, name in refused:
         say(f"refused: {escaped(name)} of upstream {namespace} is hidden: its name holds control characters")
+    for namespace, note in unmatched:
+        say(f"{namespace}: note: {escaped(note)}")
     if config.server.auth is not None:
         auth_failed = await _check_issuers(config.server.auth)
         failed = failed or auth_failed

@@ -21,12 +21,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from typing import Any, Literal, TypeVar
 
 import anyio
 import structlog
 from pydantic import BaseModel
 
+from gateway.catalog import overrides
 from gateway.catalog.cursor import CursorCodec
 from gateway.catalog.explain import Explained, Explanation, Layer, explain
 from gateway.catalog.listing import Listing
@@ -372,6 +374,18 @@ class Catalog(Listing, Routing):
             for i in range(len(self.mounts)):
                 tg.start_soon(count, i)
         return {m.namespace: counts[m.namespace] for m in self.mounts}
+
+    async def override_notes(self) -> list[tuple[str, str]]:
+        """Each upstream's overrides that name nothing it lists (``overrides.unmatched``), by upstream;
+        an upstream that cannot be listed now says nothing."""
+        notes = []
+        for i, mount in enumerate(self.mounts):
+            if mount.overrides and mount.source.ready:
+                with suppress(UpstreamError):
+                    notes += [
+                        (mount.namespace, note) for note in overrides.unmatched(await self._index(i), mount.overrides)
+                    ]
+        return notes
 
     async def collisions(self) -> list[Collision]:
         found: list[Collision] = []

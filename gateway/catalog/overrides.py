@@ -14,6 +14,7 @@ what policy shows and an upstream does not get to vouch for its own prompts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from difflib import get_close_matches
 from typing import Any
 
 from gateway.config import PromptOverride
@@ -137,3 +138,26 @@ def rendered(result: dict[str, Any], override: PromptOverride | None) -> dict[st
         return result
     description = described(result.get("description"), override)
     return result if description is None else {**result, "description": description}
+
+
+def unmatched(index: Mapping[str, Mapping[str, Any]], by_name: Mapping[str, PromptOverride]) -> list[str]:
+    """What of an upstream's overrides names nothing it lists: a prompt it does not have, an argument its
+    prompt does not declare (``fixed`` one is still sent, and a strict server refuses every get). A
+    tester's three typos were taken without a word; the config's promise is that a typo never is."""
+    notes = []
+    for local, override in by_name.items():
+        entry = index.get(local)
+        if entry is None:
+            close = get_close_matches(local, list(index), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            notes.append(f"the override of {local!r} names no prompt this upstream lists{hint}")
+            continue
+        declared = entry.get("arguments")
+        names = [a.get("name") for a in declared if isinstance(a, Mapping)] if isinstance(declared, list) else []
+        for kind, given in (("fixed argument", override.fixed), ("argument", override.arguments)):
+            for argument in given:
+                if argument not in names:
+                    close = get_close_matches(argument, [n for n in names if isinstance(n, str)], n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    notes.append(f"the override of {local!r}: {kind} {argument!r} is none the prompt declares{hint}")
+    return notes

@@ -323,3 +323,19 @@ async def test_an_unprefixed_upstream_with_a_rename_that_is_down_does_not_hide_o
     assert (await cat.get_prompt({"name": "y"}))["messages"]  # was "Upstream 'down' is not connected"
     with pytest.raises(UpstreamUnavailable):
         await cat.get_prompt({"name": "nice-x"})  # the renamed name is down's alone
+
+
+async def test_overrides_naming_nothing_the_upstream_lists_are_said() -> None:
+    """A tester's three typos (a prompt, a fixed argument, a described one) were taken without a word: the
+    misspelt fixed argument was sent upstream, and a strict server then refused every get."""
+    shapes = {
+        "comit": override(description="typo'd prompt"),
+        "commit": override(fixed={"teem": "platform"}, arguments={"bogus": {"default": "y"}, "style": {}}),
+        "review": override(name="code-review"),
+    }
+    notes = await catalog((git(), shapes)).override_notes()
+    assert notes == [
+        ("git", "the override of 'comit' names no prompt this upstream lists (did you mean 'commit'?)"),
+        ("git", "the override of 'commit': fixed argument 'teem' is none the prompt declares (did you mean 'team'?)"),
+        ("git", "the override of 'commit': argument 'bogus' is none the prompt declares"),
+    ]

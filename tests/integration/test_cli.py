@@ -301,3 +301,12 @@ def test_a_servers_env_values_are_masked_in_what_its_stderr_said(tmp_path: Path)
     (row,) = [line for line in result.stdout.splitlines() if line.startswith("leaky ")]
     assert "its stderr ended with: connecting with key ${API_KEY} in dev" in row  # short values are no secret
     assert '"line":"connecting with key ${API_KEY} in dev"' in result.stderr  # the upstream_stderr log line
+
+
+def test_check_notes_overrides_that_name_nothing_the_upstream_lists(tmp_path: Path) -> None:
+    typo = {**demo_upstream("writing", "writing"), "overrides": {"sumarize": {"title": "S"}}}
+    result = run(*gateway_command(write_config(tmp_path / "c.toml", [typo]), "check"))
+    assert result.returncode == 0, result.stdout  # a note: a server may list the prompt later
+    assert (
+        "writing: note: the override of 'sumarize' names no prompt this upstream lists (did you mean" in result.stdout
+    )
