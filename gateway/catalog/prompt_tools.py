@@ -87,7 +87,10 @@ def tool_definitions(names: Sequence[str]) -> list[dict[str, Any]]:
             },
             "outputSchema": {
                 "type": "object",
-                "properties": {"prompts": {"type": "array", "items": _LISTED_PROMPT}},
+                "properties": {
+                    "prompts": {"type": "array", "items": _LISTED_PROMPT},
+                    "unavailable": {"type": "array", "items": {"type": "string"}},
+                },
                 "required": ["prompts"],
             },
             "annotations": {"title": "List prompts", **_READ_ONLY},
@@ -183,8 +186,12 @@ def tags_of(prompt: Mapping[str, Any]) -> list[str]:
     return [tag for tag in tags if isinstance(tag, str)] if isinstance(tags, list) else []
 
 
-def list_result(prompts: Sequence[Mapping[str, Any]], call: ListCall) -> dict[str, Any]:
-    """The prompts matching the call's filters, as content (JSON text) and as structured content."""
+def list_result(
+    prompts: Sequence[Mapping[str, Any]], call: ListCall, unavailable: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The prompts matching the call's filters, as content (JSON text) and as structured content; with the
+    upstreams that could not be listed (``unavailable``), so that a model can tell "none match" from "its
+    server is down" (a tester's empty answer said nothing of the upstream that was)."""
     needle = call.query.casefold() if call.query else None
     found: list[dict[str, Any]] = []
     for prompt in prompts:
@@ -199,7 +206,9 @@ def list_result(prompts: Sequence[Mapping[str, Any]], call: ListCall) -> dict[st
         if tags:
             fields["tags"] = tags
         found.append(fields)
-    structured = {"prompts": found}
+    structured: dict[str, Any] = {"prompts": found}
+    if unavailable:
+        structured["unavailable"] = list(unavailable)
     return {
         "content": [{"type": "text", "text": json.dumps(structured, ensure_ascii=False)}],
         "structuredContent": structured,

@@ -283,7 +283,7 @@ class PromptService:
         try:
             if isinstance(call, prompt_tools.ListCall):
                 listing = await self._catalog().all_prompts(viewer=viewer)
-                return prompt_tools.list_result(listing["prompts"], call)
+                return prompt_tools.list_result(listing["prompts"], call, listing["unavailable"])
             rendered = await self.serve(
                 "prompts/get",
                 {"name": call.name, "arguments": call.arguments},

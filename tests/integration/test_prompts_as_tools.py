@@ -87,3 +87,16 @@ async def test_without_the_option_the_gateway_declares_no_tools(tmp_path: Path) 
     async with Client(gateway_params(path), mode="legacy", cache=None) as client:
         assert client.server_capabilities is not None
         assert client.server_capabilities.tools is None
+
+
+async def test_the_list_tool_names_the_upstreams_it_could_not_list(tmp_path: Path) -> None:
+    """A tester's ``list_prompts`` answered ``{"prompts": []}`` while its only upstream was down, where
+    ``prompts/list`` said so in its ``_meta``: a model could not tell "nothing matches" from "server down"."""
+    down = {"namespace": "remote", "command": str(tmp_path / "not-installed"), "timeout_s": 5}
+    path = write_config(
+        tmp_path / "c.toml", [demo_upstream("writing", "writing"), down], server={"prompts_as_tools": True}
+    )
+    async with Client(gateway_params(path), mode="legacy", cache=None) as client:
+        listed = await client.call_tool("list_prompts", {"query": "no prompt is called this"})
+    assert not listed.is_error
+    assert listed.structured_content == {"prompts": [], "unavailable": ["remote"]}
