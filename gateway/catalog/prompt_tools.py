@@ -186,6 +186,19 @@ def tags_of(prompt: Mapping[str, Any]) -> list[str]:
     return [tag for tag in tags if isinstance(tag, str)] if isinstance(tags, list) else []
 
 
+def stands_for(params: Mapping[str, Any] | None) -> tuple[str, dict[str, Any] | None] | None:
+    """The prompt method a ``tools/call`` is served as, with what it asks of it (the prompt's name), for
+    the rate limits and the audit; None for any other tool or a call that cannot be read (refused later)."""
+    tool = params.get("name") if isinstance(params, Mapping) else None
+    if tool == LIST_TOOL:
+        return "prompts/list", None
+    if tool == GET_TOOL:
+        given = params.get("arguments") if isinstance(params, Mapping) else None
+        name = given.get("name") if isinstance(given, Mapping) else None
+        return "prompts/get", {"name": name} if isinstance(name, str) else None
+    return None
+
+
 def list_result(
     prompts: Sequence[Mapping[str, Any]], call: ListCall, unavailable: Sequence[str] = ()
 ) -> dict[str, Any]:

@@ -123,19 +123,21 @@ class PromptService:
             await self.admit(who, request.method, request.params)
             return await self._modern(request, notify, viewer=viewer, who=who, envelope=envelope)
 
-    async def admit(
-        self, who: Identity | None, method: str, params: dict[str, Any] | None, *, served_as: bool = False
-    ) -> None:
-        """Count a client's request against its limits; RateLimited (audited, counted) if over one.
-        ``served_as``: a request served as ``method`` by a tool call, against that method's limit only."""
+    async def admit(self, who: Identity | None, method: str, params: dict[str, Any] | None) -> None:
+        """Count a client's request against its limits; RateLimited (audited, counted) if over one. A tool
+        call (``prompts_as_tools``) counts against the limit of the prompt method it is served as too, in
+        the same pass (before the global bound: refused by its own limit, it uses up nothing shared)."""
         limits = self._limits()
         if limits is None or not limits.active:
             return
+        served = prompt_tools.stands_for(params) if method == "tools/call" else None
         try:
-            await (limits.admit_as if served_as else limits.admit)(who, method)
+            await limits.admit(who, method, also=served[0] if served is not None else None)
         except RateLimited as exc:
-            if self._audit is not None:
-                self._audit.limited(who, method, params, exc)
+            if self._audit is not None:  # a tool call refused for its prompt method: audited as that one
+                self._audit.limited(
+                    who, *(served if served is not None and exc.limit == served[0] else (method, params)), exc
+                )
             if self._metrics is not None:
                 self._metrics.rate_limited(exc.limit)
             raise
@@ -276,10 +278,6 @@ class PromptService:
             call = prompt_tools.parse_call(params)
         except prompt_tools.ToolInputError as exc:
             return prompt_tools.error_result(f"Invalid input: {exc}")
-        if isinstance(call, prompt_tools.ListCall):  # over the method's own limit: -32029, as the method is
-            await self.admit(who, "prompts/list", None, served_as=True)
-        else:
-            await self.admit(who, "prompts/get", {"name": call.name}, served_as=True)
         try:
             if isinstance(call, prompt_tools.ListCall):
                 listing = await self._catalog().all_prompts(viewer=viewer)

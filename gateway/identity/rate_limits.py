@@ -125,16 +125,18 @@ class RateLimits:
             self._in_memory = strategy(counts.memory)
             self._in_redis = strategy(counts.redis) if counts.redis is not None else None
 
-    def limits_for(self, who: Identity | None, method: str) -> list[tuple[_Limit, str]]:
+    def limits_for(self, who: Identity | None, method: str, also: str | None = None) -> list[tuple[_Limit, str]]:
         """The limits a request of ``who`` for ``method`` counts against, each with the key it is
         counted under; its own first, the global bound last (a request refused by its identity's limit
-        does not use up what everyone shares)."""
+        does not use up what everyone shares). ``also``: the method it is served as (a ``get_prompt``
+        tool call is a ``prompts/get``: a tester got past that limit through the tool)."""
         key = who.key if who is not None else ANONYMOUS
         own = self._rate_of(who)
         found = [(limit, key) for limit in (own, self._burst) if limit is not None]
-        method_limit = self._methods.get(method)
-        if method_limit is not None:
-            found.append((method_limit, f"{key}|{method}"))
+        for counted in (method, also):
+            method_limit = self._methods.get(counted) if counted is not None else None
+            if method_limit is not None:
+                found.append((method_limit, f"{key}|{counted}"))
         if self._global is not None:
             found.append((self._global, "*"))
         return found
@@ -148,29 +150,16 @@ class RateLimits:
                     return limit
         return self._default
 
-    async def admit(self, who: Identity | None, method: str) -> None:
+    async def admit(self, who: Identity | None, method: str, *, also: str | None = None) -> None:
         """Count one request; RateLimited (with how long to wait) if it is over a limit."""
         in_memory = self._in_memory
         if method in UNCOUNTED or in_memory is None:
             return
-        for limit, key in self.limits_for(who, method):
+        for limit, key in self.limits_for(who, method, also):
             for item in limit.items:
                 retry_after = await self._hit(in_memory, item, limit.label, key)
                 if retry_after is not None:
                     raise RateLimited(limit.label, retry_after)
-
-    async def admit_as(self, who: Identity | None, method: str) -> None:
-        """Count a request served as ``method`` by another (a ``get_prompt`` tool call is a ``prompts/get``)
-        against ``method``'s own limit only: the request itself was counted against the rest. A tester
-        got past a ``prompts/get`` limit through the tool."""
-        limit, in_memory = self._methods.get(method), self._in_memory
-        if limit is None or in_memory is None:
-            return
-        key = who.key if who is not None else ANONYMOUS
-        for item in limit.items:
-            retry_after = await self._hit(in_memory, item, limit.label, f"{key}|{method}")
-            if retry_after is not None:
-                raise RateLimited(limit.label, retry_after)
 
     async def _hit(self, in_memory: RateLimiter, item: RateLimitItem, label: str, key: str) -> float | None:
         """None when under the limit, else the seconds until it has room again."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +71,19 @@ def _leaf(exc: BaseException) -> BaseException:
 MASKED_FROM = 6
 """An env value this long or longer is masked in a server's stderr; shorter ones (``1``, ``true``, ``dev``)
 are no secret, and masking them would garble every line."""
+
+
+def _masked(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """What of each env value to mask in a server's stderr, with its name, longest first: the value, and
+    each line of one that has several (a PEM key in an env file; stderr is read line by line), stripped
+    as the lines are (a reviewer's value with a trailing space and key over lines were not masked)."""
+    pieces = {
+        piece: name
+        for name, value in env.items()
+        for piece in (value, value.strip(), *(line.strip() for line in value.splitlines()))
+        if len(piece) >= MASKED_FROM
+    }
+    return sorted(pieces.items(), key=lambda item: -len(item[0]))
 
 
 class Supervision:
@@ -191,9 +204,7 @@ class Supervision:
         if isinstance(settings, StdioUpstream):
             self._stderr_tail.clear()  # what this process says (the last one's lines told of the last one)
             env = {**_env_file(settings), **settings.env}
-            self._env_values = sorted(
-                ((value, name) for name, value in env.items() if len(value) >= MASKED_FROM), key=lambda v: -len(v[0])
-            )
+            self._env_values = _masked(env)
             spec = ChildSpec(settings.command, settings.args, env, settings.cwd)
             self._output_held = held = anyio.Event()
             async with open_child(

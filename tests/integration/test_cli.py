@@ -287,20 +287,23 @@ def test_an_upstream_named_like_a_secret_keeps_its_state_in_the_log(tmp_path: Pa
 
 def test_a_servers_env_values_are_masked_in_what_its_stderr_said(tmp_path: Path) -> None:
     """A tester's server printed its API key and exited: ``check``, the log and the operator page quoted
-    it, where the docs say env values are never logged. Each value is shown as the variable holding it."""
-    secret, short = "sk-live-0123456789abcdef", "dev"
-    said = "'connecting with key', os.environ['API_KEY'], 'in', os.environ['MODE']"
-    leaky = f"import os, sys; print({said}, file=sys.stderr)"
-    env = {"API_KEY": secret, "MODE": short}
-    config = write_config(
-        tmp_path / "c.toml", [{"namespace": "leaky", "command": "python3", "args": ["-c", leaky], "env": env}]
-    )
+    it, where the docs say env values are never logged. Each value is shown as the variable holding it;
+    a reviewer's key over several lines (an env file's quoted PEM) and a value ending in a space too."""
+    secret, short, spaced = "sk-live-0123456789abcdef", "dev", "tok-with-space "
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+    (tmp_path / "server.env").write_text(f'PEM="{pem}"\n')
+    said = "'with key', os.environ['API_KEY'], 'in', os.environ['MODE'], os.environ['SPACED']"
+    leaky = f"import os, sys; print(os.environ['PEM'], file=sys.stderr); print({said}, file=sys.stderr)"
+    env = {"API_KEY": secret, "MODE": short, "SPACED": spaced}
+    leaking = {"namespace": "leaky", "command": "python3", "args": ["-c", leaky], "env": env, "env_file": "server.env"}
+    config = write_config(tmp_path / "c.toml", [leaking])
     result = run(*gateway_command(config, "check", "--log-level", "info"))
     assert result.returncode == 1
-    assert secret not in result.stdout + result.stderr
+    for kept_secret in (secret, spaced.strip(), "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"):
+        assert kept_secret not in result.stdout + result.stderr
     (row,) = [line for line in result.stdout.splitlines() if line.startswith("leaky ")]
-    assert "its stderr ended with: connecting with key ${API_KEY} in dev" in row  # short values are no secret
-    assert '"line":"connecting with key ${API_KEY} in dev"' in result.stderr  # the upstream_stderr log line
+    assert "its stderr ended with: ${PEM} | ${PEM} | ${PEM} | with key ${API_KEY} in dev ${SPACED}" in row
+    assert '"line":"with key ${API_KEY} in dev ${SPACED}"' in result.stderr  # the upstream_stderr log line
 
 
 def test_check_notes_overrides_that_name_nothing_the_upstream_lists(tmp_path: Path) -> None:

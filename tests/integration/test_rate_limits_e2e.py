@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp.types as t
 import pytest
 from mcp import Client, MCPError
 
@@ -74,20 +75,29 @@ async def test_over_stdio_a_request_over_its_rate_is_a_json_rpc_error_saying_whe
 
 async def test_the_get_prompt_tool_counts_against_the_prompts_get_limit(tmp_path: Path) -> None:
     """A tester spent a token's ``prompts/get`` limit, then was served two more through the ``get_prompt``
-    tool (its ``tools/call`` limit alone was counted), audited as ``prompts/get`` all the same."""
-    limits = {"methods": {"prompts/get": "2/minute", "prompts/list": "1/minute"}}
+    tool (its ``tools/call`` limit alone was counted). A reviewer: counted after the rest, a tool call
+    refused by that limit had used up the global bound all the same."""
+    limits = {"global_rate": "8/minute", "methods": {"prompts/get": "2/minute", "prompts/list": "1/minute"}}
     config = write_config(tmp_path / "g.toml", upstreams(), limits=limits, server={"prompts_as_tools": True})
     call = {"name": "writing__summarize", "arguments": {"text": "x"}}
     async with Client(gateway_params(config), mode="legacy", cache=None) as client:
+        # Counted against the global bound: the get (1), the SDK's tools/list before a tool's first call and
+        # the call (3), the same for list_prompts (5), two completions (7): under 8. The four tool calls
+        # refused by prompts/get's own limit must count none of it (they took it to 11).
         await client.get_prompt("writing__summarize", {"text": "x"})
         assert not (await client.call_tool("get_prompt", call)).is_error  # the second prompts/get
-        with pytest.raises(MCPError) as refused:
-            await client.call_tool("get_prompt", call)
-        assert (refused.value.error.code, refused.value.error.data["limit"]) == (-32029, "prompts/get")
-        assert not (await client.call_tool("list_prompts", {})).is_error  # the list tool: prompts/list's limit
+        for _ in range(4):
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("get_prompt", call)
+            assert (refused.value.error.code, refused.value.error.data["limit"]) == (-32029, "prompts/get")
+        assert not (await client.call_tool("list_prompts", {})).is_error  # prompts/list's limit
         with pytest.raises(MCPError) as listed_too_often:
             await client.list_prompts()
         assert listed_too_often.value.error.data["limit"] == "prompts/list"
+        for _ in range(2):
+            await client.complete(
+                t.PromptReference(type="ref/prompt", name="writing__translate"), {"name": "language", "value": "G"}
+            )
 
 
 async def test_over_http_one_identity_limited_leaves_another_alone_and_is_audited(tmp_path: Path) -> None:
