@@ -62,7 +62,7 @@ def server_on_reload(running: ServerSettings, new: ServerSettings) -> tuple[Serv
     new deny ignored; a reviewer, every token's, where one token was added beside it). Tokens added,
     removed or given a new secret, and everything else, take effect on restart."""
     wanted = {(t.name, t.token): t for t in new.tokens}
-    tokens = tuple(  # a tuple, as the config holds them: a list was never equal, and every reload named tokens
+    tokens = tuple(  # a tuple, as the config holds them
         t.model_copy(update={"policy": n.policy, "rate": n.rate}) if (n := wanted.get((t.name, t.token))) else t
         for t in running.tokens
     )

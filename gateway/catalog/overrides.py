@@ -13,7 +13,7 @@ what policy shows and an upstream does not get to vouch for its own prompts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from difflib import get_close_matches
 from typing import Any
 
@@ -148,16 +148,21 @@ def unmatched(index: Mapping[str, Mapping[str, Any]], by_name: Mapping[str, Prom
     for local, override in by_name.items():
         entry = index.get(local)
         if entry is None:
-            close = get_close_matches(local, list(index), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            notes.append(f"the override of {local!r} names no prompt this upstream lists{hint}")
+            notes.append(f"the override of {local!r} names no prompt this upstream lists{_did_you_mean(local, index)}")
             continue
         declared = entry.get("arguments")
-        names = [a.get("name") for a in declared if isinstance(a, Mapping)] if isinstance(declared, list) else []
+        arguments = declared if isinstance(declared, list) else []
+        names: list[str] = [a["name"] for a in arguments if isinstance(a, Mapping) and isinstance(a.get("name"), str)]
         for kind, given in (("fixed argument", override.fixed), ("argument", override.arguments)):
-            for argument in given:
-                if argument not in names:
-                    close = get_close_matches(argument, [n for n in names if isinstance(n, str)], n=1)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    notes.append(f"the override of {local!r}: {kind} {argument!r} is none the prompt declares{hint}")
+            notes += [
+                f"the override of {local!r}: {kind} {argument!r} is none the prompt declares"
+                + _did_you_mean(argument, names)
+                for argument in given
+                if argument not in names
+            ]
     return notes
+
+
+def _did_you_mean(word: str, known: Iterable[str]) -> str:
+    close = get_close_matches(word, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

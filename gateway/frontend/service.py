@@ -135,9 +135,8 @@ class PromptService:
             await limits.admit(who, method, also=served[0] if served is not None else None)
         except RateLimited as exc:
             if self._audit is not None:  # a tool call refused for its prompt method: audited as that one
-                self._audit.limited(
-                    who, *(served if served is not None and exc.limit == served[0] else (method, params)), exc
-                )
+                audited = served if served is not None and exc.limit == served[0] else (method, params)
+                self._audit.limited(who, *audited, exc)
             if self._metrics is not None:
                 self._metrics.rate_limited(exc.limit)
             raise

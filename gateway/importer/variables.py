@@ -12,8 +12,10 @@ from typing import Any
 
 from gateway.transports.child_env import INHERITED
 
-EDITOR_VARIABLE = re.compile(r"\$\{([^}]*)\}")
-SHELL_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
+_EDITOR_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+_SHELL_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORKSPACE = ("workspaceFolder", "workspaceRoot", "workspaceFolderBasename")
 _ALWAYS_SET = frozenset({"HOME", "PATH"})
 """Variables every process has: the gateway needs them too, but nobody has to be told to set them."""
 _THE_SYSTEMS = frozenset(INHERITED) | {
@@ -55,7 +57,7 @@ class ClientVariables:
 
     def _shell(self, value: str) -> str:
         pieces, last = [], 0
-        for match in SHELL_VARIABLE.finditer(value):
+        for match in _SHELL_VARIABLE.finditer(value):
             pieces.append(value[last : match.start()].replace("$", "$$"))
             pieces.append(match.group(0))  # ${VAR} and ${VAR:-default} mean the same to the gateway
             if match.group(2) is None and match.group(1) not in _ALWAYS_SET:
@@ -66,7 +68,7 @@ class ClientVariables:
 
     def _editor(self, value: str, where: str) -> str:
         pieces, last = [], 0
-        for match in EDITOR_VARIABLE.finditer(value):
+        for match in _EDITOR_VARIABLE.finditer(value):
             pieces.append(value[last : match.start()].replace("$", "$$"))
             pieces.append(self._editor_variable(match.group(1), match.group(0), where))
             last = match.end()
@@ -75,7 +77,7 @@ class ClientVariables:
 
     def _editor_variable(self, inner: str, written: str, where: str) -> str:
         kind, _, name = inner.partition(":")
-        if kind == "env" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        if kind == "env" and _NAME.fullmatch(name):
             if name not in _ALWAYS_SET:
                 self._variables.setdefault(name, "from the environment, as the client read it")
             return f"${{{name}}}"
@@ -91,7 +93,7 @@ class ClientVariables:
             return "${HOME}"
         if inner in ("pathSeparator", "/"):
             return "/"
-        if inner in ("workspaceFolder", "workspaceRoot", "workspaceFolderBasename"):
+        if inner in _WORKSPACE:
             if self._workspace is not None:
                 folder = self._workspace.rstrip("/")
                 return (folder.rsplit("/", 1)[-1] if inner == "workspaceFolderBasename" else folder).replace("$", "$$")
@@ -122,8 +124,11 @@ def variables_named(servers: Mapping[str, Any], workspace: str | None) -> frozen
     """The variables a file's servers (disabled ones too) name other than by an input: ``${env:X}``, and
     ``WORKSPACE_FOLDER`` where no workspace is known. An input takes none of them, whichever comes first
     (a reviewer: an input met before ``${env:API_KEY}`` took ``API_KEY``, and both servers got one value)."""
-    text = json.dumps(servers)
-    named = set(re.findall(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", text))
-    if workspace is None and re.search(r"\$\{workspace(Folder|Root|FolderBasename)\}", text):
-        named.add("WORKSPACE_FOLDER")
+    named = set()
+    for match in _EDITOR_VARIABLE.finditer(json.dumps(servers)):  # read as _editor_variable reads them
+        kind, _, name = match.group(1).partition(":")
+        if kind == "env" and _NAME.fullmatch(name):
+            named.add(name)
+        elif match.group(1) in _WORKSPACE and workspace is None:
+            named.add("WORKSPACE_FOLDER")
     return frozenset(named)
